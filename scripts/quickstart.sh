@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Sets up, builds, and runs tessel's main job on its embedded demo model: a
+# small convolutional network that tessel builds itself, compiled and run, and
+# checked against the reference interpreter.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$here"
+scripts/setup.sh
+scripts/build.sh
+build/bin/tessel demo
