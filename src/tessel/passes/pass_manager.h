@@ -1,0 +1,42 @@
+// The graph-pass pipeline and the individual graph passes.
+//
+// Every pass is a free function that rewrites the model in place and returns
+// true when it changed anything. run_pipeline strings them together in one
+// linear, commented function (pass_manager.cpp) that can print the model after
+// any pass and skip any pass by name.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <ostream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tessel/ir/graph.h"
+
+namespace tessel {
+
+struct PassOptions {
+  std::set<std::string> disabled;        // pass names to skip
+  std::string print_after;               // pass name, "all", or "" (none)
+  std::ostream* print_stream = nullptr;  // where print_after output goes (stderr if null)
+  std::map<std::string, int64_t> dims;   // symbol bindings (--dim); empty = keep symbolic
+  bool verify = true;                    // run the verifier after every pass
+  int64_t fold_limit_elements = 1 << 20; // constant folding size cap
+};
+
+// Runs the default pipeline. Returns true if anything changed.
+bool run_pipeline(Model& m, const PassOptions& o);
+// Names of the pipeline's passes in order (as accepted by disabled/print_after).
+std::vector<std::string> pipeline_pass_names();
+
+// ---- individual passes (one file each) -------------------------------------
+bool infer_shapes(Model& m, const PassOptions& o);     // shape_inference.cpp
+bool fold_constants(Model& m, const PassOptions& o);   // constant_folding.cpp
+bool eliminate_dead_code(Model& m);                    // dce.cpp
+bool eliminate_common_subexpressions(Model& m);        // cse.cpp
+// Substitutes symbol values into every type, then infers and folds again.
+bool bind_dims(Model& m, const std::map<std::string, int64_t>& dims);  // bind_dims.cpp
+
+}  // namespace tessel
