@@ -17,6 +17,7 @@ namespace tessel {
 void register_conv_extra_ops(OpRegistry& r);  // conv_extra.cpp
 void register_image_ops(OpRegistry& r);        // image.cpp
 void register_attention_ops(OpRegistry& r);    // attention.cpp
+void register_detection_ops(OpRegistry& r);    // detection.cpp
 
 namespace {
 
@@ -457,6 +458,7 @@ void register_conv_ops(OpRegistry& r) {
   register_conv_extra_ops(r);
   register_image_ops(r);
   register_attention_ops(r);
+  register_detection_ops(r);
 }
 
 }  // namespace tessel
