@@ -15,4 +15,12 @@ std::unique_ptr<Model> parse_model(const std::string& text);
 // Parses a type such as `f32[batch,3]` (for tools and tests).
 Type parse_type(const std::string& text);
 
+namespace detail {
+// Stores the float element written as `text` (decimal, nan, inf, -inf) into
+// t[i] for any floating dtype; false when the text is not such a number.
+// Shared with the printer, which uses it to check that a decimal form
+// reproduces the stored bits.
+bool set_float_element(Tensor* t, int64_t i, const std::string& text);
+}  // namespace detail
+
 }  // namespace tessel

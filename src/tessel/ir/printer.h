@@ -24,6 +24,8 @@ std::string print_graph(const Graph& g, const PrintOptions& o = {});
 std::string print_type(const Type& t);            // f32[batch,3], seq<f32[*]>, opt<i64[]>
 std::string print_value_name(const std::string& name);  // %x or %"odd name"
 std::string print_attribute(const Attribute& a, const PrintOptions& o = {});
-std::string print_tensor_literal(const Tensor& t, const PrintOptions& o = {});  // dense<...> without the type
+std::string print_tensor_literal(const Tensor& t, const PrintOptions& o = {});  // f32[2] dense<[1, 2]>
+// A double-quoted string literal with \", \\, \n, \t, \r and \xHH escapes.
+std::string quote_string(const std::string& s);
 
 }  // namespace tessel

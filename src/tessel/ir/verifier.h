@@ -5,9 +5,11 @@
 //     output) and used only after its definition in node order;
 //   - scoping: a subgraph may use values of its enclosing graphs, never values
 //     of a sibling graph or of a graph nested inside it;
-//   - every value has a type; where all input shapes are known, the type
-//     agrees with what the op's inference derives (dtype equal, ranks equal,
-//     constant dims equal);
+//   - every value's type agrees with what the op's inference derives from
+//     the input types (dtype equal, ranks equal, constant dims equal); with
+//     VerifyOptions::require_types, a value must have a type wherever
+//     inference derives one;
+//   - constants' types equal their tensors' dtype and shape;
 //   - every graph has outputs and they are defined.
 //
 // The verifier needs the op registry, so its implementation lives with the
@@ -20,8 +22,16 @@ namespace tessel {
 
 class OpRegistry;
 
-void verify_model(const Model& m);
-void verify_model(const Model& m, const OpRegistry& reg);
+struct VerifyOptions {
+  // Also reject a value without a type (or without an element type) when
+  // inference derives one. Right after import, before shape inference, most
+  // intermediate values have no type yet, so this is off by default; the
+  // pass pipeline turns it on once shape inference has run.
+  bool require_types = false;
+};
+
+void verify_model(const Model& m, const VerifyOptions& o = {});
+void verify_model(const Model& m, const OpRegistry& reg, const VerifyOptions& o = {});
 // Checks only structure (SSA, scoping, outputs), no registry: for tests of
 // models that use unregistered ops.
 void verify_structure(const Model& m);
