@@ -1,2 +1,133 @@
-#include <cstdio>
-int main() { std::puts("tessel"); return 0; }
+// The `tessel` command line. See docs/cli.md for the contract.
+//
+// Errors: one line "error: <file>: <what>" on stderr and exit status 1 (with
+// --json, standard output still gets exactly one JSON object: {"error": ...}).
+// Usage errors: a message and exit status 2.
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+#include <new>
+
+#include "tessel/driver/json.h"
+#include "tessel/driver/options.h"
+#include "tessel/support/error.h"
+#include "tessel/tools/commands.h"
+
+namespace {
+
+using namespace tessel;
+using namespace tessel::cli;
+
+void add_common(CLI::App* sub, CommonArgs* c) {
+  sub->add_option("--target", c->target,
+                  "reference | cpu | cuda (default cpu). Until the compiled CPU path lands, cpu runs the reference "
+                  "interpreter; cuda is not available yet")
+      ->check(CLI::IsMember({"reference", "cpu", "cuda"}));
+  sub->add_option("--dim", c->dims, "Bind a symbolic dimension, SYMBOL=N (repeatable)")
+      ->allow_extra_args(false)
+      ->type_name("SYMBOL=N");
+  sub->add_option("--threads", c->threads, "Worker threads (0 = default; the interpreter uses one)");
+  sub->add_option("--precision", c->precision, "fp32 | bf16 | fp16 (default fp32; only fp32 is implemented)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+  sub->add_flag("--json", c->json, "Print exactly one JSON object on stdout; logs go to stderr");
+}
+
+std::string one_line(std::string s) {
+  for (char& ch : s)
+    if (ch == '\n' || ch == '\r') ch = ' ';
+  while (!s.empty() && s.back() == ' ') s.pop_back();
+  return s;
+}
+
+int report_error(const std::string& file, const std::string& what, bool json) {
+  const std::string msg = one_line(what);
+  std::cerr << "error: " << file << ": " << msg << "\n";
+  if (json) {
+    Json j = Json::object();
+    j.set("error", msg);
+    j.set("file", file);
+    std::cout << j.dump() << "\n";
+  }
+  std::cout.flush();
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tessel: a machine-learning compiler (ONNX in; CPU and CUDA kernels out)", "tessel"};
+  app.set_version_flag("--version", std::string("tessel ") + kTesselVersion);
+  app.require_subcommand(1);
+  app.fallthrough(false);
+
+  CommonArgs common;
+  RunArgs run_args;
+  InspectArgs inspect_args;
+  TestOnnxArgs test_args;
+  DemoArgs demo_args;
+
+  CLI::App* run = app.add_subcommand("run", "Run a model on inputs from .npy files (missing inputs: seeded random)");
+  run->add_option("MODEL", run_args.model, "Model file (.onnx or .tir)")->required();
+  run->add_option("--input", run_args.inputs, "Input value from an .npy file, NAME=FILE.npy (repeatable)")
+      ->allow_extra_args(false)
+      ->type_name("NAME=FILE");
+  run->add_option("--save-outputs", run_args.save_outputs,
+                  "Write output_0.npy, output_1.npy, ... into DIR (created if missing)")
+      ->type_name("DIR");
+  run->add_option("--seed", run_args.seed, "Seed of the random inputs (default 0)");
+  add_common(run, &common);
+
+  CLI::App* inspect = app.add_subcommand("inspect", "Print the IR after the pass pipeline");
+  inspect->add_option("MODEL", inspect_args.model, "Model file (.onnx or .tir)")->required();
+  inspect->add_option("--print-after", inspect_args.print_after, "Print the IR after this pass, or after every pass (all)")
+      ->type_name("PASS|all");
+  inspect->add_option("--emit", inspect_args.emit, "What to print: graph (default)");
+  inspect->add_option("--disable-pass", inspect_args.disable_pass, "Skip a pass of the pipeline (repeatable)")
+      ->allow_extra_args(false)
+      ->type_name("NAME");
+  inspect->add_flag("--elide-constants", inspect_args.elide_constants,
+                    "Show large constants as dense<...> (the output can no longer be parsed)");
+  add_common(inspect, &common);
+
+  CLI::App* test = app.add_subcommand("test-onnx", "Run ONNX test cases (model.onnx + test_data_set_*) in one process");
+  test->add_option("DIR", test_args.dirs, "Case folders, or folders of case folders")->required();
+  add_common(test, &common);
+
+  CLI::App* demo = app.add_subcommand("demo", "Build, run and check a small built-in CNN");
+  demo->add_option("--seed", demo_args.seed, "Seed of the random input (default 0)");
+  add_common(demo, &common);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "error: usage: " << one_line(e.what()) << "\n"
+              << "Run 'tessel --help' or 'tessel <subcommand> --help' for usage.\n";
+    return 2;
+  }
+
+  std::string file = "tessel";
+  if (run->parsed()) file = run_args.model;
+  if (inspect->parsed()) file = inspect_args.model;
+  if (test->parsed()) file = test_args.dirs.empty() ? "test-onnx" : test_args.dirs.front();
+  if (demo->parsed()) file = "demo";
+  try {
+    if (run->parsed()) return cmd_run(run_args, common);
+    if (inspect->parsed()) return cmd_inspect(inspect_args, common);
+    if (test->parsed()) return cmd_test_onnx(test_args, common);
+    if (demo->parsed()) return cmd_demo(demo_args, common);
+  } catch (const std::bad_alloc&) {
+    return report_error(file, "out of memory", common.json);
+  } catch (const std::exception& e) {
+    return report_error(file, e.what(), common.json);
+  } catch (...) {
+    return report_error(file, "unknown internal error", common.json);
+  }
+  std::cerr << "error: usage: no subcommand\n";
+  return 2;
+}

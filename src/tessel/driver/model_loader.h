@@ -1,0 +1,24 @@
+// Loading a model file, whatever its format: ONNX protobuf (.onnx), tessel's
+// text IR (.tir), and later compiled artifacts (told apart by magic bytes).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "tessel/ir/graph.h"
+
+namespace tessel {
+
+enum class ModelFormat { Onnx, TextIR, Artifact };
+
+// Decides the format from the first bytes and the file name: the artifact
+// magic wins, then a `.tir` extension (or text that starts like the text IR),
+// else ONNX.
+ModelFormat detect_model_format(const std::string& path, const std::string& head);
+
+// Loads a model. Throws tessel::Error without a file prefix (the CLI adds
+// "error: <file>: "): missing file, directory, empty file, and every import
+// or parse error.
+std::unique_ptr<Model> load_model(const std::string& path);
+
+}  // namespace tessel

@@ -1,0 +1,94 @@
+#include "tessel/driver/options.h"
+
+#include <cstdlib>
+
+#include "tessel/support/error.h"
+
+namespace tessel {
+
+const char* target_name(Target t) {
+  switch (t) {
+    case Target::Reference: return "reference";
+    case Target::Cpu: return "cpu";
+    case Target::Cuda: return "cuda";
+  }
+  return "?";
+}
+
+const char* precision_name(Precision p) {
+  switch (p) {
+    case Precision::FP32: return "fp32";
+    case Precision::BF16: return "bf16";
+    case Precision::FP16: return "fp16";
+  }
+  return "?";
+}
+
+Target parse_target(const std::string& s) {
+  if (s == "reference") return Target::Reference;
+  if (s == "cpu") return Target::Cpu;
+  if (s == "cuda") return Target::Cuda;
+  fail("unknown target '", s, "' (expected reference, cpu or cuda)");
+}
+
+Precision parse_precision(const std::string& s) {
+  if (s == "fp32") return Precision::FP32;
+  if (s == "bf16") return Precision::BF16;
+  if (s == "fp16") return Precision::FP16;
+  fail("unknown precision '", s, "' (expected fp32, bf16 or fp16)");
+}
+
+namespace {
+
+int64_t parse_positive(const std::string& text, const std::string& what) {
+  TS_CHECK(!text.empty(), what, ": missing value");
+  int64_t v = 0;
+  for (char c : text) {
+    TS_CHECK(c >= '0' && c <= '9', what, ": '", text, "' is not a positive integer");
+    v = checked_add(checked_mul(v, 10), c - '0');
+  }
+  return v;
+}
+
+}  // namespace
+
+std::pair<std::string, int64_t> parse_dim_binding(const std::string& s) {
+  const size_t eq = s.find('=');
+  TS_CHECK(eq != std::string::npos && eq > 0, "--dim '", s, "': expected SYMBOL=N");
+  const std::string sym = s.substr(0, eq);
+  const int64_t v = parse_positive(s.substr(eq + 1), "--dim " + sym);
+  TS_CHECK(v >= 1, "--dim ", sym, ": a dimension must be at least 1, got ", v);
+  return {sym, v};
+}
+
+std::pair<std::string, std::string> parse_input_binding(const std::string& s) {
+  const size_t eq = s.find('=');
+  TS_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < s.size(), "--input '", s, "': expected NAME=FILE.npy");
+  return {s.substr(0, eq), s.substr(eq + 1)};
+}
+
+std::map<std::string, int64_t> parse_dim_bindings(const std::vector<std::string>& specs) {
+  std::map<std::string, int64_t> out;
+  for (const auto& spec : specs) {
+    auto [sym, v] = parse_dim_binding(spec);
+    auto [it, fresh] = out.emplace(sym, v);
+    TS_CHECK(fresh || it->second == v, "--dim ", sym, " given twice with different values (", it->second, " and ", v,
+             ")");
+  }
+  return out;
+}
+
+void check_options_supported(const DriverOptions& o) {
+  TS_CHECK(o.target != Target::Cuda, "CUDA target not available yet (use --target cpu or --target reference)");
+  TS_CHECK(o.precision == Precision::FP32, "--precision ", precision_name(o.precision),
+           " is not implemented yet (only fp32)");
+  TS_CHECK(o.threads >= 0, "--threads must be >= 0 (0 = default), got ", o.threads);
+}
+
+std::string cache_dir() {
+  if (const char* d = std::getenv("TESSEL_CACHE_DIR"); d && *d) return d;
+  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/tessel";
+  return ".cache/tessel";
+}
+
+}  // namespace tessel

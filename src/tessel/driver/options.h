@@ -1,0 +1,52 @@
+// Options shared by the CLI's subcommands, and the parsing of their values.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <ostream>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tessel {
+
+constexpr const char* kTesselVersion = "0.1.0";
+
+enum class Target { Reference, Cpu, Cuda };
+enum class Precision { FP32, BF16, FP16 };
+
+const char* target_name(Target t);
+const char* precision_name(Precision p);
+// Throw tessel::Error naming the accepted values.
+Target parse_target(const std::string& s);
+Precision parse_precision(const std::string& s);
+
+// "SYMBOL=N" (N >= 1).
+std::pair<std::string, int64_t> parse_dim_binding(const std::string& s);
+// "NAME=FILE": the first '=' separates (file names may contain '=').
+std::pair<std::string, std::string> parse_input_binding(const std::string& s);
+// Parses repeated --dim values into a map; the same symbol twice with
+// different values is an error.
+std::map<std::string, int64_t> parse_dim_bindings(const std::vector<std::string>& specs);
+
+struct DriverOptions {
+  Target target = Target::Cpu;
+  Precision precision = Precision::FP32;
+  std::map<std::string, int64_t> dims;  // --dim
+  int threads = 0;                      // 0 = default
+  std::set<std::string> disabled_passes;
+  std::string print_after;
+  std::ostream* print_stream = nullptr;
+  uint64_t seed = 0;
+  std::ostream* log = nullptr;  // notes and warnings (stderr when null)
+};
+
+// Throws when the target or precision is not implemented yet.
+void check_options_supported(const DriverOptions& o);
+
+// The folder for caches: $TESSEL_CACHE_DIR, else ~/.cache/tessel. Nothing
+// creates it yet (tessel keeps no caches so far).
+std::string cache_dir();
+
+}  // namespace tessel

@@ -1,0 +1,74 @@
+// tessel inspect MODEL [--print-after PASS|all] [--emit graph]
+//                      [--disable-pass NAME]... [--elide-constants]
+#include <algorithm>
+#include <iostream>
+#include <sstream>
+
+#include "tessel/driver/json.h"
+#include "tessel/driver/model_loader.h"
+#include "tessel/driver/session.h"
+#include "tessel/ir/printer.h"
+#include "tessel/passes/pass_manager.h"
+#include "tessel/support/error.h"
+#include "tessel/tools/commands.h"
+
+namespace tessel::cli {
+
+namespace {
+
+// What --emit accepts. Later stages add fused, loop, llvm, asm, cuda, ptx.
+const std::vector<std::string>& emit_kinds() {
+  static const std::vector<std::string> kinds = {"graph"};
+  return kinds;
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+void check_pass_name(const std::string& flag, const std::string& name, bool allow_all) {
+  const auto names = pipeline_pass_names();
+  if (allow_all && name == "all") return;
+  TS_CHECK(std::find(names.begin(), names.end(), name) != names.end(), flag, ": unknown pass '", name,
+           "' (passes: ", join(names), allow_all ? ", or all" : "", ")");
+}
+
+}  // namespace
+
+int cmd_inspect(const InspectArgs& a, const CommonArgs& c) {
+  DriverOptions o = driver_options(c);
+  check_options_supported(o);
+  const auto& kinds = emit_kinds();
+  TS_CHECK(std::find(kinds.begin(), kinds.end(), a.emit) != kinds.end(), "--emit: unknown kind '", a.emit,
+           "' (available: ", join(kinds), ")");
+  if (!a.print_after.empty()) check_pass_name("--print-after", a.print_after, true);
+  for (const auto& p : a.disable_pass) {
+    check_pass_name("--disable-pass", p, false);
+    o.disabled_passes.insert(p);
+  }
+  std::ostringstream dumps;
+  o.print_after = a.print_after;
+  o.print_stream = c.json ? static_cast<std::ostream*>(&dumps) : &std::cout;
+
+  std::unique_ptr<Model> m = load_model(a.model);
+  compile_model(*m, o.dims, o);
+  PrintOptions po;
+  po.elide_large_constants = a.elide_constants;
+  // With --print-after the dumps are the output; otherwise the final IR.
+  const std::string ir = a.print_after.empty() ? print_model(*m, po) : "";
+  if (c.json) {
+    Json j = Json::object();
+    j.set("model", a.model);
+    j.set("emit", a.emit);
+    if (!a.print_after.empty()) j.set("print_after", dumps.str());
+    else j.set("ir", ir);
+    std::cout << j.dump() << "\n";
+  } else {
+    std::cout << ir;
+  }
+  return 0;
+}
+
+}  // namespace tessel::cli

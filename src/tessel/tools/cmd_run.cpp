@@ -1,0 +1,103 @@
+// tessel run MODEL [--input NAME=FILE.npy]... [--save-outputs DIR] [--seed N]
+#include <filesystem>
+#include <iostream>
+
+#include "tessel/driver/json.h"
+#include "tessel/driver/model_loader.h"
+#include "tessel/driver/npy.h"
+#include "tessel/driver/session.h"
+#include "tessel/support/error.h"
+#include "tessel/tools/commands.h"
+
+namespace tessel::cli {
+
+DriverOptions driver_options(const CommonArgs& c) {
+  DriverOptions o;
+  o.target = parse_target(c.target);
+  o.precision = parse_precision(c.precision);
+  o.dims = parse_dim_bindings(c.dims);
+  o.threads = c.threads;
+  return o;
+}
+
+namespace {
+
+Json shape_json(const std::vector<int64_t>& s) {
+  Json j = Json::array();
+  for (int64_t d : s) j.push(d);
+  return j;
+}
+
+// Writes output_K.npy into `dir`, creating it. Every output is checked first
+// so that nothing is written when one of them cannot be.
+void save_outputs(const std::string& dir, const std::vector<RtValue>& outs) {
+  for (size_t i = 0; i < outs.size(); ++i)
+    TS_CHECK(outs[i].is_tensor(), "--save-outputs: output ", i, " is ", describe_value(outs[i]),
+             ", which an .npy file cannot hold");
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  TS_CHECK(fs::is_directory(dir), "--save-outputs: cannot create folder '", dir, "'",
+           ec ? ": " + ec.message() : std::string());
+  for (size_t i = 0; i < outs.size(); ++i)
+    write_npy_file((fs::path(dir) / str_cat("output_", i, ".npy")).string(), outs[i].tensor);
+}
+
+}  // namespace
+
+int cmd_run(const RunArgs& a, const CommonArgs& c) {
+  DriverOptions o = driver_options(c);
+  o.seed = a.seed;
+  std::vector<std::pair<std::string, std::string>> files;
+  for (const auto& spec : a.inputs) files.push_back(parse_input_binding(spec));
+  check_options_supported(o);
+
+  std::unique_ptr<Model> m = load_model(a.model);
+  const auto given = read_input_files(*m->graph, files);
+  const auto dims = bind_symbols(*m->graph, given, o.dims, &std::cerr);
+  compile_model(*m, dims, o);
+  const auto inputs = assemble_inputs(*m->graph, given, dims, o.seed, &std::cerr);
+  const ExecResult r = execute(*m, inputs, o.target);
+  if (!a.save_outputs.empty()) save_outputs(a.save_outputs, r.outputs);
+
+  const Graph& g = *m->graph;
+  auto out_name = [&](size_t i) { return i < g.outputs.size() ? g.outputs[i]->name : str_cat("output_", i); };
+  if (c.json) {
+    Json j = Json::object();
+    j.set("model", a.model);
+    Json outs = Json::array();
+    for (size_t i = 0; i < r.outputs.size(); ++i) {
+      Json oj = Json::object();
+      oj.set("name", out_name(i));
+      const RtValue& v = r.outputs[i];
+      if (v.is_tensor()) {
+        oj.set("dtype", std::string(dtype_name(v.tensor.dtype())));
+        oj.set("shape", shape_json(v.tensor.shape()));
+      } else {
+        oj.set("dtype", describe_value(v));
+        oj.set("shape", Json());
+      }
+      outs.push(std::move(oj));
+    }
+    j.set("outputs", std::move(outs));
+    j.set("target", target_name(o.target));
+    j.set("time_ms", r.time_ms);
+    if (!a.save_outputs.empty()) j.set("saved_to", a.save_outputs);
+    std::cout << j.dump() << "\n";
+  } else {
+    for (size_t i = 0; i < r.outputs.size(); ++i) {
+      const RtValue& v = r.outputs[i];
+      std::cout << out_name(i) << ": " << describe_value(v);
+      if (v.is_tensor()) std::cout << " " << preview_values(v.tensor);
+      std::cout << "\n";
+    }
+    std::cout << "target " << target_name(o.target)
+              << (o.target == Target::Cpu ? " (reference interpreter)" : "") << ", "
+              << str_cat(static_cast<int64_t>(r.time_ms * 1000) / 1000.0) << " ms";
+    if (!a.save_outputs.empty()) std::cout << ", outputs saved to " << a.save_outputs;
+    std::cout << "\n";
+  }
+  return 0;
+}
+
+}  // namespace tessel::cli

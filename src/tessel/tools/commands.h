@@ -1,0 +1,52 @@
+// The subcommands of the `tessel` executable. Each returns the process exit
+// status and throws tessel::Error (or any std::exception) for errors, which
+// the main function reports as one line "error: <file>: <what>".
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tessel/driver/options.h"
+
+namespace tessel::cli {
+
+// Options every subcommand takes.
+struct CommonArgs {
+  std::string target = "cpu";
+  std::vector<std::string> dims;
+  int threads = 0;
+  std::string precision = "fp32";
+  bool json = false;
+};
+
+DriverOptions driver_options(const CommonArgs& c);
+
+struct RunArgs {
+  std::string model;
+  std::vector<std::string> inputs;  // NAME=FILE.npy
+  std::string save_outputs;
+  uint64_t seed = 0;
+};
+int cmd_run(const RunArgs& a, const CommonArgs& c);
+
+struct InspectArgs {
+  std::string model;
+  std::string print_after;
+  std::string emit = "graph";
+  std::vector<std::string> disable_pass;
+  bool elide_constants = false;
+};
+int cmd_inspect(const InspectArgs& a, const CommonArgs& c);
+
+struct TestOnnxArgs {
+  std::vector<std::string> dirs;
+};
+int cmd_test_onnx(const TestOnnxArgs& a, const CommonArgs& c);
+
+struct DemoArgs {
+  uint64_t seed = 0;
+};
+int cmd_demo(const DemoArgs& a, const CommonArgs& c);
+
+}  // namespace tessel::cli

@@ -1,0 +1,398 @@
+#!/usr/bin/env python3
+"""Tests of the `tessel` command-line contract (docs/cli.md).
+
+    test_cli.py [--tessel BIN] [unittest options]
+
+Every test runs tessel in a fresh empty working folder and checks that the
+folder stays empty. Models are built here with onnx.helper.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+TESSEL = os.environ.get("TESSEL_BIN", os.path.join(ROOT, "build", "bin", "tessel"))
+OPSET = 21
+
+try:
+    import ml_dtypes  # noqa: F401
+except ImportError:  # the raw V encodings are still tested without it
+    ml_dtypes = None
+
+
+def make_model(nodes, inputs, outputs, initializers=(), opset=OPSET):
+    g = helper.make_graph(nodes, "g", inputs, outputs, list(initializers))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 10
+    return m
+
+
+def add_model():
+    """y = x + x, z = Identity(x); x: f32[batch, 3]."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])
+    z = helper.make_tensor_value_info("z", TensorProto.FLOAT, ["batch", 3])
+    return make_model([helper.make_node("Add", ["x", "x"], ["y"]), helper.make_node("Identity", ["x"], ["z"])],
+                      [x], [y, z])
+
+
+def identity_model(elem_type, shape=(2, 3), opset=OPSET):
+    x = helper.make_tensor_value_info("x", elem_type, list(shape))
+    y = helper.make_tensor_value_info("y", elem_type, list(shape))
+    return make_model([helper.make_node("Identity", ["x"], ["y"])], [x], [y], opset=opset)
+
+
+def gather_model():
+    """Embedding lookup: ids (i64[batch, seq]) -> Cast -> Gather(table[5, 2])."""
+    ids = helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", "seq"])
+    out = helper.make_tensor_value_info("out", TensorProto.FLOAT, ["batch", "seq", 2])
+    table = numpy_helper.from_array(np.arange(10, dtype=np.float32).reshape(5, 2), "table")
+    nodes = [helper.make_node("Cast", ["ids"], ["ids32"], to=TensorProto.INT32),
+             helper.make_node("Gather", ["table", "ids32"], ["out"], axis=0)]
+    return make_model(nodes, [ids], [out], [table])
+
+
+class CliTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="tessel_cli_")
+        self.cwd = os.path.join(self.tmp, "cwd")
+        os.mkdir(self.cwd)
+        self.files = os.path.join(self.tmp, "files")
+        os.mkdir(self.files)
+        self.env = dict(os.environ)
+        self.env["TESSEL_CACHE_DIR"] = os.path.join(self.tmp, "cache")
+        self.env["HOME"] = os.path.join(self.tmp, "home")
+
+    def tearDown(self):
+        leftovers = os.listdir(self.cwd)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        self.assertEqual(leftovers, [], "tessel wrote into the working folder")
+
+    # ---- helpers ----------------------------------------------------------
+    def path(self, name):
+        return os.path.join(self.files, name)
+
+    def save_model(self, model, name="m.onnx"):
+        p = self.path(name)
+        onnx.save(model, p)
+        return p
+
+    def tessel(self, *args, expect=None):
+        p = subprocess.run([TESSEL] + [str(a) for a in args], cwd=self.cwd, env=self.env, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=300)
+        out, err = p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
+        if expect is not None:
+            self.assertEqual(p.returncode, expect, f"exit {p.returncode}\nstdout: {out}\nstderr: {err}")
+        return p.returncode, out, err
+
+    def assert_one_error_line(self, err, file=None):
+        lines = [l for l in err.splitlines() if l.strip()]
+        self.assertEqual(len(lines), 1, f"expected one error line, got: {err!r}")
+        self.assertTrue(lines[0].startswith("error: "), lines[0])
+        if file is not None:
+            self.assertTrue(lines[0].startswith(f"error: {file}: "), lines[0])
+        return lines[0]
+
+    # ---- basics -------------------------------------------------------------
+    def test_version_and_help(self):
+        _, out, _ = self.tessel("--version", expect=0)
+        self.assertIn("tessel", out)
+        _, out, _ = self.tessel("--help", expect=0)
+        for sub in ("run", "inspect", "test-onnx", "demo"):
+            self.assertIn(sub, out)
+        for sub in ("run", "inspect", "test-onnx", "demo"):
+            _, out, _ = self.tessel(sub, "--help", expect=0)
+            self.assertIn("--target", out)
+
+    def test_usage_errors_exit_2(self):
+        code, _, err = self.tessel()
+        self.assertEqual(code, 2)
+        code, _, err = self.tessel("frobnicate")
+        self.assertEqual(code, 2)
+        code, _, err = self.tessel("run")
+        self.assertEqual(code, 2)
+        self.assertIn("MODEL", err)
+
+    # ---- bad model files --------------------------------------------------------
+    def test_bad_model_files(self):
+        good = add_model().SerializeToString()
+        cases = {
+            "missing.onnx": None,
+            "empty.onnx": b"",
+            "text.onnx": b"this is not a protobuf file\n" * 10,
+            "random.onnx": bytes(np.random.default_rng(1).integers(0, 256, 4096, dtype=np.uint8)),
+            "truncated.onnx": good[: len(good) // 2],
+        }
+        for name, data in cases.items():
+            with self.subTest(name=name):
+                p = self.path(name)
+                if data is not None:
+                    with open(p, "wb") as f:
+                        f.write(data)
+                out_dir = self.path(name + ".out")
+                code, out, err = self.tessel("run", p, "--save-outputs", out_dir)
+                self.assertEqual(code, 1, err)
+                self.assert_one_error_line(err, p)
+                self.assertFalse(os.path.exists(out_dir), "wrote outputs for a model that failed to load")
+                code, out, err = self.tessel("run", p, "--json")
+                self.assertEqual(code, 1)
+                self.assert_one_error_line(err, p)
+                doc = json.loads(out)
+                self.assertIn("error", doc)
+                code, out, err = self.tessel("inspect", p)
+                self.assertEqual(code, 1)
+                self.assert_one_error_line(err, p)
+
+    def test_directory_as_model(self):
+        code, _, err = self.tessel("run", self.files)
+        self.assertEqual(code, 1)
+        self.assert_one_error_line(err, self.files)
+
+    # ---- run ---------------------------------------------------------------------
+    def test_run_json_is_one_object(self):
+        p = self.save_model(add_model())
+        x = self.path("x.npy")
+        np.save(x, np.arange(6, dtype=np.float32).reshape(2, 3))
+        _, out, err = self.tessel("run", p, "--input", f"x={x}", "--json", expect=0)
+        doc = json.loads(out)  # exactly one object: json.loads rejects trailing data
+        self.assertIsInstance(doc, dict)
+        self.assertEqual([o["name"] for o in doc["outputs"]], ["y", "z"])
+        self.assertEqual(doc["outputs"][0]["dtype"], "f32")
+        self.assertEqual(doc["outputs"][0]["shape"], [2, 3])
+        self.assertEqual(doc["target"], "cpu")
+        self.assertIn("time_ms", doc)
+
+    def test_run_summary(self):
+        p = self.save_model(add_model())
+        _, out, err = self.tessel("run", p, "--dim", "batch=2", expect=0)
+        self.assertIn("y: f32[2,3]", out)
+        self.assertIn("random", err)
+
+    def test_save_outputs(self):
+        p = self.save_model(add_model())
+        x = self.path("x.npy")
+        xv = np.arange(6, dtype=np.float32).reshape(2, 3)
+        np.save(x, xv)
+        d = self.path("out/nested")
+        self.tessel("run", p, "--input", f"x={x}", "--save-outputs", d, expect=0)
+        self.assertEqual(sorted(os.listdir(d)), ["output_0.npy", "output_1.npy"])
+        y = np.load(os.path.join(d, "output_0.npy"))
+        self.assertEqual(y.dtype, np.float32)
+        self.assertEqual(y.shape, (2, 3))
+        np.testing.assert_array_equal(y, xv + xv)
+        np.testing.assert_array_equal(np.load(os.path.join(d, "output_1.npy")), xv)
+        # An existing folder is reused and output files are replaced.
+        np.save(x, xv * 2)
+        self.tessel("run", p, "--input", f"x={x}", "--save-outputs", d, expect=0)
+        np.testing.assert_array_equal(np.load(os.path.join(d, "output_1.npy")), xv * 2)
+
+    def test_random_inputs_are_seeded(self):
+        p = self.save_model(add_model())
+        outs = []
+        for seed in (0, 0, 1):
+            d = self.path(f"seed{len(outs)}")
+            self.tessel("run", p, "--dim", "batch=4", "--seed", seed, "--save-outputs", d, expect=0)
+            outs.append(np.load(os.path.join(d, "output_1.npy")))
+        self.assertEqual(outs[0].shape, (4, 3))
+        np.testing.assert_array_equal(outs[0], outs[1])
+        self.assertFalse(np.array_equal(outs[0], outs[2]))
+        self.assertTrue(np.all(outs[0] >= -1) and np.all(outs[0] < 1))
+
+    def test_unbound_symbol_defaults_to_one(self):
+        p = self.save_model(add_model())
+        d = self.path("o")
+        _, _, err = self.tessel("run", p, "--save-outputs", d, expect=0)
+        self.assertIn("batch", err)
+        self.assertEqual(np.load(os.path.join(d, "output_0.npy")).shape, (1, 3))
+
+    def test_random_indices_stay_in_range(self):
+        p = self.save_model(gather_model())
+        d = self.path("o")
+        self.tessel("run", p, "--dim", "batch=3", "--dim", "seq=50", "--save-outputs", d, expect=0)
+        out = np.load(os.path.join(d, "output_0.npy"))
+        self.assertEqual(out.shape, (3, 50, 2))
+
+    def test_conflicting_dim_is_an_error(self):
+        p = self.save_model(add_model())
+        x = self.path("x.npy")
+        np.save(x, np.zeros((2, 3), np.float32))
+        code, _, err = self.tessel("run", p, "--input", f"x={x}", "--dim", "batch=5")
+        self.assertEqual(code, 1)
+        line = self.assert_one_error_line(err, p)
+        self.assertIn("batch", line)
+        # Agreeing is fine.
+        self.tessel("run", p, "--input", f"x={x}", "--dim", "batch=2", expect=0)
+
+    def test_input_errors(self):
+        p = self.save_model(add_model())
+        x = self.path("x.npy")
+        np.save(x, np.zeros((2, 3), np.float64))
+        code, _, err = self.tessel("run", p, "--input", f"x={x}")
+        self.assertEqual(code, 1)
+        self.assertIn("does not match", self.assert_one_error_line(err, p))
+        np.save(x, np.zeros((2, 4), np.float32))
+        code, _, err = self.tessel("run", p, "--input", f"x={x}")
+        self.assertEqual(code, 1)
+        self.assert_one_error_line(err, p)
+        code, _, err = self.tessel("run", p, "--input", f"nope={x}")
+        self.assertEqual(code, 1)
+        self.assertIn("'x'", self.assert_one_error_line(err, p))  # lists the model's inputs
+        code, _, err = self.tessel("run", p, "--input", f"x={self.path('missing.npy')}")
+        self.assertEqual(code, 1)
+        self.assert_one_error_line(err, p)
+        code, _, err = self.tessel("run", p, "--dim", "batch=zero")
+        self.assertEqual(code, 1)
+        self.assert_one_error_line(err, p)
+
+    def test_targets_and_precision(self):
+        p = self.save_model(add_model())
+        _, out, _ = self.tessel("run", p, "--target", "reference", "--json", expect=0)
+        self.assertEqual(json.loads(out)["target"], "reference")
+        code, _, err = self.tessel("run", p, "--target", "cuda")
+        self.assertEqual(code, 1)
+        self.assertIn("CUDA target not available yet", self.assert_one_error_line(err, p))
+        code, _, err = self.tessel("run", p, "--precision", "bf16")
+        self.assertEqual(code, 1)
+        self.assert_one_error_line(err, p)
+        code, _, err = self.tessel("run", p, "--target", "gpu")
+        self.assertEqual(code, 2)
+
+    # ---- npy round trips of every dtype -----------------------------------------------
+    def roundtrip(self, elem_type, arr, opset=OPSET):
+        p = self.save_model(identity_model(elem_type, arr.shape, opset), f"id{elem_type}.onnx")
+        x = self.path(f"x{elem_type}.npy")
+        np.save(x, arr)
+        d = self.path(f"o{elem_type}")
+        self.tessel("run", p, "--input", f"x={x}", "--save-outputs", d, expect=0)
+        return np.load(os.path.join(d, "output_0.npy"))
+
+    def test_npy_round_trip_numpy_dtypes(self):
+        for np_t, onnx_t in [(np.float32, TensorProto.FLOAT), (np.float64, TensorProto.DOUBLE),
+                             (np.float16, TensorProto.FLOAT16), (np.int8, TensorProto.INT8),
+                             (np.uint8, TensorProto.UINT8), (np.int16, TensorProto.INT16),
+                             (np.uint16, TensorProto.UINT16), (np.int32, TensorProto.INT32),
+                             (np.uint32, TensorProto.UINT32), (np.int64, TensorProto.INT64),
+                             (np.uint64, TensorProto.UINT64), (np.bool_, TensorProto.BOOL)]:
+            with self.subTest(dtype=np.dtype(np_t).name):
+                a = (np.arange(6).reshape(2, 3) % 2).astype(np_t) if np_t == np.bool_ else \
+                    np.arange(-2, 4).reshape(2, 3).astype(np_t)
+                b = self.roundtrip(onnx_t, a)
+                self.assertEqual(b.dtype, a.dtype)
+                np.testing.assert_array_equal(a, b)
+
+    def test_npy_round_trip_strings(self):
+        a = np.array([["a", "héllo", ""], ["日本", "x", "zz"]])
+        b = self.roundtrip(TensorProto.STRING, a)
+        self.assertEqual(b.dtype.kind, "U")
+        np.testing.assert_array_equal(a, b)
+
+    def test_npy_round_trip_raw_dtypes(self):
+        raw = [(TensorProto.BFLOAT16, 2, "bfloat16", [0x3F80, 0xBF80, 0x4000, 0x7FC0, 0, 0x8000]),
+               (TensorProto.FLOAT8E4M3FN, 1, "float8_e4m3fn", [0x38, 0xB8, 0x40, 0x7F, 0, 1]),
+               (TensorProto.FLOAT8E5M2, 1, "float8_e5m2", [0x3C, 0xBC, 0x40, 0x7C, 0, 1]),
+               (TensorProto.INT4, 1, "int4", [1, 0x0F, 7, 8, 0, 2]),
+               (TensorProto.UINT4, 1, "uint4", [1, 15, 7, 8, 0, 2]),
+               (TensorProto.FLOAT4E2M1, 1, "float4_e2m1fn", [2, 10, 4, 15, 0, 1])]
+        for onnx_t, size, ml_name, bits in raw:
+            with self.subTest(dtype=ml_name):
+                a = np.array(bits, dtype=np.uint8 if size == 1 else np.uint16).view(f"V{size}").reshape(2, 3)
+                b = self.roundtrip(onnx_t, a, opset=23 if onnx_t == TensorProto.FLOAT4E2M1 else OPSET)
+                self.assertEqual(b.dtype, np.dtype(f"V{size}"))
+                self.assertEqual(b.shape, (2, 3))
+                self.assertEqual(a.tobytes(), b.tobytes())
+                if ml_dtypes is not None:
+                    a2 = a.view(getattr(ml_dtypes, ml_name))
+                    b2 = self.roundtrip(onnx_t, a2, opset=23 if onnx_t == TensorProto.FLOAT4E2M1 else OPSET)
+                    self.assertEqual(a2.tobytes(), b2.tobytes())
+
+    # ---- inspect -------------------------------------------------------------------
+    def test_inspect(self):
+        p = self.save_model(add_model())
+        _, out, _ = self.tessel("inspect", p, expect=0)
+        self.assertIn("Add", out)
+        _, out, _ = self.tessel("inspect", p, "--json", expect=0)
+        self.assertIn("Add", json.loads(out)["ir"])
+        code, _, err = self.tessel("inspect", p, "--emit", "nonsense")
+        self.assertEqual(code, 1)
+        self.assertIn("graph", self.assert_one_error_line(err, p))  # lists what is available
+        code, _, err = self.tessel("inspect", p, "--print-after", "no_such_pass")
+        self.assertEqual(code, 1)
+        self.assert_one_error_line(err, p)
+
+    def test_inspect_tir_round_trip(self):
+        p = self.save_model(add_model())
+        _, ir, _ = self.tessel("inspect", p, expect=0)
+        t = self.path("m.tir")
+        with open(t, "w") as f:
+            f.write(ir)
+        _, ir2, _ = self.tessel("inspect", t, expect=0)
+        self.assertEqual(ir, ir2)
+        d = self.path("o")
+        self.tessel("run", t, "--dim", "batch=2", "--save-outputs", d, expect=0)
+        self.assertEqual(np.load(os.path.join(d, "output_0.npy")).shape, (2, 3))
+
+    # ---- test-onnx -------------------------------------------------------------------------
+    def write_case(self, root, name, model, inputs, outputs):
+        d = os.path.join(root, name)
+        os.makedirs(os.path.join(d, "test_data_set_0"))
+        onnx.save(model, os.path.join(d, "model.onnx"))
+        for kind, values in (("input", inputs), ("output", outputs)):
+            for i, v in enumerate(values):
+                with open(os.path.join(d, "test_data_set_0", f"{kind}_{i}.pb"), "wb") as f:
+                    f.write(numpy_helper.from_array(v).SerializeToString())
+        return d
+
+    def test_test_onnx(self):
+        root = self.path("cases")
+        x = np.arange(6, dtype=np.float32).reshape(2, 3)
+        self.write_case(root, "test_good", add_model(), [x], [x + x, x])
+        self.write_case(root, "test_wrong", add_model(), [x], [x + x + 1, x])
+        self.write_case(root, "test_bad_dtype", add_model(), [x], [(x + x).astype(np.float64), x])
+        bad = os.path.join(root, "test_broken")
+        os.makedirs(os.path.join(bad, "test_data_set_0"))
+        with open(os.path.join(bad, "model.onnx"), "wb") as f:
+            f.write(b"garbage")
+        code, out, err = self.tessel("test-onnx", root, "--target", "reference", "--json")
+        self.assertEqual(code, 1)
+        doc = json.loads(out)
+        status = {c["name"]: c["status"] for c in doc["cases"]}
+        self.assertEqual(status, {"test_good": "pass", "test_wrong": "fail", "test_bad_dtype": "fail",
+                                  "test_broken": "error"})
+        self.assertEqual(doc["passed"], 1)
+        self.assertEqual(doc["failed"], 3)
+        good = [c for c in doc["cases"] if c["name"] == "test_good"][0]
+        self.assertEqual(sorted(good["interpreter_nodes"]), ["Add", "Identity"])
+        for c in doc["cases"]:
+            self.assertIn("message", c)
+        # One case folder, plain text.
+        code, out, _ = self.tessel("test-onnx", os.path.join(root, "test_good"), expect=0)
+        self.assertIn("PASS test_good", out)
+        self.assertIn("1/1 passed", out)
+        code, _, err = self.tessel("test-onnx", self.path("nowhere"))
+        self.assertEqual(code, 1)
+        self.assert_one_error_line(err)
+
+    # ---- demo ----------------------------------------------------------------------------
+    def test_demo(self):
+        _, out, _ = self.tessel("demo", expect=0)
+        self.assertIn("demo: OK", out)
+        _, out, _ = self.tessel("demo", "--json", expect=0)
+        self.assertTrue(json.loads(out)["ok"])
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == "--tessel":
+        TESSEL = os.path.abspath(sys.argv[2])
+        del sys.argv[1:3]
+    if not os.path.isfile(TESSEL):
+        sys.exit(f"tessel binary not found: {TESSEL}")
+    unittest.main()

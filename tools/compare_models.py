@@ -1,0 +1,229 @@
+#!/usr/bin/env python3
+"""Compares `tessel run` with ONNX Runtime on the real model architectures of
+../shared/models (skeletons refilled by their materialize.py).
+
+    compare_models.py [--tessel BIN] [--out build/models] [--target reference]
+                      [--seq 128] [--models resnet18.ts17,gpt2.ts17,...]
+
+For each model: materialize it into OUT (cached), write random inputs as .npy
+(batch 1; token ids below the vocabulary size, attention masks of ones,
+images standard normal), run
+
+    tessel run MODEL --target T --seed 0 --save-outputs DIR --input NAME=FILE ... --json
+
+and ONNX Runtime on the same inputs, and check every output elementwise:
+
+    |tessel - ort| <= 1e-3 * max|ort| + 1e-3 * |ort|
+
+Prints per model the max error, the allowed error at that element and both
+run times. Exit status 0 when every model matches.
+"""
+import argparse
+import glob
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+DEFAULT_MODELS_DIR = os.path.normpath(os.path.join(ROOT, "..", "shared", "models"))
+VOCAB = {"bert_base": 30522, "gpt2": 50257, "llama_tiny": 32000}
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--tessel", default=os.path.join(ROOT, "build", "bin", "tessel"))
+    p.add_argument("--models-dir", default=os.environ.get("TESSEL_MODELS_DIR", DEFAULT_MODELS_DIR))
+    p.add_argument("--out", default=os.path.join(ROOT, "build", "models"))
+    p.add_argument("--target", default="reference")
+    p.add_argument("--seq", type=int, default=128, help="sequence length of the text models with a symbolic seq")
+    p.add_argument("--models", default="", help="comma-separated subset (e.g. resnet18.ts17,gpt2.ts17)")
+    p.add_argument("--timeout", type=float, default=900, help="seconds for one tessel run")
+    p.add_argument("--rtol", type=float, default=1e-3)
+    p.add_argument("--atol-rel", type=float, default=1e-3, help="absolute tolerance as a fraction of max|ref|")
+    p.add_argument("--json-out", help="write the per-model results here")
+    return p.parse_args()
+
+
+def materialize(skel, out_path, models_dir):
+    script = os.path.join(models_dir, "materialize.py")
+    if os.path.exists(out_path) and os.path.getmtime(out_path) >= max(os.path.getmtime(skel), os.path.getmtime(script)):
+        return 0.0
+    t0 = time.time()
+    tmp = out_path + ".tmp"
+    subprocess.run([sys.executable, script, skel, tmp], check=True, stdout=subprocess.DEVNULL)
+    os.replace(tmp, out_path)
+    return time.time() - t0
+
+
+def make_inputs(model_path, stem, seq):
+    import numpy as np
+    import onnx
+    from onnx import helper
+
+    m = onnx.load(model_path, load_external_data=False)
+    init_names = {t.name for t in m.graph.initializer}
+    rng = np.random.default_rng(0)
+    family = stem.split(".")[0]
+    feeds = {}
+    for vi in m.graph.input:
+        if vi.name in init_names:
+            continue
+        tt = vi.type.tensor_type
+        shape = []
+        for d in tt.shape.dim:
+            if d.HasField("dim_value"):
+                shape.append(d.dim_value)
+            else:
+                shape.append(1 if "batch" in d.dim_param else seq)
+        dt = helper.tensor_dtype_to_np_dtype(tt.elem_type)
+        if np.issubdtype(dt, np.integer):
+            if "mask" in vi.name:
+                a = np.ones(shape, dt)
+            else:
+                a = rng.integers(0, VOCAB.get(family, 1000), shape).astype(dt)
+        elif dt == np.bool_:
+            a = np.ones(shape, dt)
+        else:
+            a = rng.standard_normal(shape).astype(dt)
+        feeds[vi.name] = a
+    return feeds
+
+
+def run_ort(model_path, feeds):
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(model_path, so, providers=["CPUExecutionProvider"])
+    sess.run(None, feeds)  # warm-up
+    t0 = time.time()
+    outs = sess.run(None, feeds)
+    return outs, (time.time() - t0) * 1000
+
+
+def compare(name, tessel_out, ort_out, rtol, atol_rel):
+    import numpy as np
+
+    if tessel_out.shape != ort_out.shape:
+        return False, f"{name}: shape {tessel_out.shape} but ONNX Runtime gives {ort_out.shape}", None
+    if tessel_out.dtype != ort_out.dtype:
+        return False, f"{name}: dtype {tessel_out.dtype} but ONNX Runtime gives {ort_out.dtype}", None
+    a = tessel_out.astype(np.float64)
+    b = ort_out.astype(np.float64)
+    if a.size == 0:
+        return True, "", {"max_err": 0.0, "allowed": 0.0, "max_ref": 0.0}
+    finite = np.isfinite(b)
+    if not np.array_equal(np.isfinite(a), finite) or not np.array_equal(a[~finite], b[~finite], equal_nan=True):
+        return False, f"{name}: non-finite values differ", None
+    max_ref = float(np.max(np.abs(b[finite]))) if finite.any() else 0.0
+    err = np.where(finite, np.abs(a - b), 0.0)
+    allowed = atol_rel * max_ref + rtol * np.abs(np.where(finite, b, 0.0))
+    k = int(np.argmax(err - allowed))
+    ok = bool(np.all(err <= allowed))
+    stats = {"max_err": float(err.max()), "allowed": float(allowed.flat[k]), "max_ref": max_ref,
+             "worst_index": [int(i) for i in np.unravel_index(k, err.shape)]}
+    msg = "" if ok else (f"{name}: {int(np.sum(err > allowed))} of {err.size} elements out of tolerance; worst at "
+                         f"{stats['worst_index']}: tessel {a.flat[k]:.6g}, ort {b.flat[k]:.6g}")
+    return ok, msg, stats
+
+
+def check_model(args, skel):
+    import numpy as np
+
+    stem = os.path.basename(skel)[: -len(".skel.onnx")]
+    os.makedirs(args.out, exist_ok=True)
+    model_path = os.path.join(args.out, stem + ".onnx")
+    res = {"model": stem, "ok": False}
+    try:
+        res["materialize_s"] = round(materialize(skel, model_path, args.models_dir), 1)
+    except subprocess.CalledProcessError as e:
+        res["message"] = f"materialize.py failed: {e}"
+        return res
+    feeds = make_inputs(model_path, stem, args.seq)
+    work = os.path.join(args.out, stem + ".run")
+    in_dir = os.path.join(work, "inputs")
+    out_dir = os.path.join(work, "outputs")
+    os.makedirs(in_dir, exist_ok=True)
+    for f in glob.glob(os.path.join(out_dir, "output_*.npy")):
+        os.remove(f)
+    cmd = [args.tessel, "run", model_path, "--target", args.target, "--seed", "0", "--save-outputs", out_dir, "--json"]
+    for name, a in feeds.items():
+        path = os.path.join(in_dir, f"{len(cmd)}.npy")
+        np.save(path, a)
+        cmd += ["--input", f"{name}={path}"]
+    res["inputs"] = {k: list(v.shape) for k, v in feeds.items()}
+
+    t0 = time.time()
+    try:
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=args.timeout)
+    except subprocess.TimeoutExpired:
+        res["message"] = f"tessel run timed out after {args.timeout:.0f} s"
+        return res
+    res["tessel_wall_s"] = round(time.time() - t0, 2)
+    if p.returncode != 0:
+        err = [l for l in p.stderr.decode(errors="replace").splitlines() if l.startswith("error:")]
+        res["message"] = (err[-1] if err else p.stderr.decode(errors="replace")[-500:]) + f" (exit {p.returncode})"
+        return res
+    doc = json.loads(p.stdout)
+    res["tessel_ms"] = round(doc.get("time_ms", 0), 1)
+
+    ort_outs, ort_ms = run_ort(model_path, feeds)
+    res["ort_ms"] = round(ort_ms, 1)
+    ok_all, msgs, worst = True, [], None
+    for i, ref in enumerate(ort_outs):
+        path = os.path.join(out_dir, f"output_{i}.npy")
+        if not os.path.exists(path):
+            ok_all = False
+            msgs.append(f"output_{i}.npy missing")
+            continue
+        ok, msg, stats = compare(f"output {i}", np.load(path), ref, args.rtol, args.atol_rel)
+        ok_all &= ok
+        if msg:
+            msgs.append(msg)
+        if stats and (worst is None or stats["max_err"] > worst["max_err"]):
+            worst = stats
+    res["ok"] = ok_all
+    res["message"] = "; ".join(msgs)
+    if worst:
+        res.update(worst)
+    return res
+
+
+def main():
+    args = parse_args()
+    if not os.path.isfile(args.tessel):
+        sys.exit(f"tessel binary not found: {args.tessel}")
+    skels = sorted(glob.glob(os.path.join(args.models_dir, "*.skel.onnx")))
+    if args.models:
+        want = set(args.models.split(","))
+        skels = [s for s in skels if os.path.basename(s)[: -len(".skel.onnx")] in want]
+        missing = want - {os.path.basename(s)[: -len(".skel.onnx")] for s in skels}
+        if missing:
+            sys.exit(f"unknown models: {', '.join(sorted(missing))}")
+    if not skels:
+        sys.exit(f"no *.skel.onnx in {args.models_dir}")
+    print(f"comparing {len(skels)} models with ONNX Runtime (target {args.target}, batch 1, seq {args.seq})", flush=True)
+    results = []
+    t_all = time.time()
+    for s in skels:
+        r = check_model(args, s)
+        results.append(r)
+        status = "OK  " if r["ok"] else "FAIL"
+        err = f"max err {r['max_err']:.3g} (allowed {r['allowed']:.3g}, max|ref| {r['max_ref']:.3g})" if "max_err" in r else ""
+        times = f"tessel {r.get('tessel_ms', float('nan')):.0f} ms (wall {r.get('tessel_wall_s', float('nan')):.1f} s), ort {r.get('ort_ms', float('nan')):.1f} ms"
+        print(f"{status} {r['model']:<22} {err}  {times}", flush=True)
+        if r.get("message"):
+            print(f"     {r['message'][:400]}", flush=True)
+    n_ok = sum(r["ok"] for r in results)
+    print(f"models: {n_ok}/{len(results)} match ONNX Runtime ({time.time() - t_all:.0f} s)")
+    if args.json_out:
+        with open(args.json_out, "w") as f:
+            json.dump(results, f, indent=1)
+    return 0 if n_ok == len(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
