@@ -245,7 +245,7 @@ class CliTest(unittest.TestCase):
         self.assert_one_error_line(err, p)
         code, _, err = self.tessel("run", p, "--input", f"nope={x}")
         self.assertEqual(code, 1)
-        self.assertIn("'x'", self.assert_one_error_line(err, p))  # lists the model's inputs
+        self.assertIn("inputs: x", self.assert_one_error_line(err, p))  # lists the model's inputs
         code, _, err = self.tessel("run", p, "--input", f"x={self.path('missing.npy')}")
         self.assertEqual(code, 1)
         self.assert_one_error_line(err, p)

@@ -238,6 +238,7 @@ DType native_dtype(const Descr& d, const std::string& text) {
   auto bad = [&]() -> DType { fail("npy: unsupported dtype '", text, "'"); };
   switch (d.kind) {
     case 'f':
+      if (d.size == 1) return DType::Undefined;  // ml_dtypes float8_e5m2 says '<f1'
       if (d.size == 2) return DType::F16;
       if (d.size == 4) return DType::F32;
       if (d.size == 8) return DType::F64;
@@ -423,7 +424,11 @@ Tensor npy_decode(const uint8_t* data, size_t size, DType want) {
   const int64_t numel = checked_numel(h.shape);
 
   DType dt = native_dtype(d, h.descr);
-  if (dt == DType::Undefined) {  // raw 'V'
+  if (dt == DType::Undefined && d.kind == 'f') {  // one-byte float: some float8 type
+    TS_CHECK(want != DType::Undefined && is_float(want) && dtype_storage_size(want) == 1, "npy: dtype '", h.descr,
+             "' (a one-byte float) does not match the expected dtype ", dtype_name(want));
+    dt = want;
+  } else if (dt == DType::Undefined) {  // raw 'V'
     TS_CHECK(want != DType::Undefined, "npy: raw '", h.descr,
              "' data has no type of its own; it can only be read for a model input of a declared dtype");
     TS_CHECK(want != DType::String && dtype_storage_size(want) == d.size, "npy: dtype '", h.descr,
