@@ -1,7 +1,15 @@
+// Operator families without a file of their own in the registry's list:
+// each lives in its own file under ops/ and registers through here.
 #include "tessel/ops/registry.h"
 
 namespace tessel {
 
-void register_misc_ops(OpRegistry& r) { (void)r; }
+void register_rnn_ops(OpRegistry& r);       // rnn.cpp: RNN, GRU, LSTM
+void register_quantize_ops(OpRegistry& r);  // quantize.cpp: (De)QuantizeLinear, DynamicQuantizeLinear
+
+void register_misc_ops(OpRegistry& r) {
+  register_rnn_ops(r);
+  register_quantize_ops(r);
+}
 
 }  // namespace tessel

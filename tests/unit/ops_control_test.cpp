@@ -1,0 +1,325 @@
+// Hand-checked cases for the control-flow, sequence, recurrent, quantization,
+// string and signal operators, and their refusal of bad input.
+//
+// The control-flow tests run in a private registry with two tiny helper ops
+// (TAdd, TId) so that they only depend on the operators under test.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "tessel/interp/interpreter.h"
+#include "tessel/ops/registry.h"
+#include "tessel/support/error.h"
+
+namespace tessel {
+namespace {
+
+// ---- a private registry ------------------------------------------------------------
+
+void kernel_tadd(KernelContext& ctx) {
+  const Tensor& a = ctx.input(0);
+  const Tensor& b = ctx.input(1);
+  TS_CHECK(a.shape() == b.shape() || b.numel() == 1, "TAdd: shape mismatch");
+  Tensor out(a.dtype(), a.shape());
+  for (int64_t i = 0; i < a.numel(); ++i) out.set_f64(i, a.get_f64(i) + b.get_f64(b.numel() == 1 ? 0 : i));
+  ctx.set_output(0, out);
+}
+void kernel_tid(KernelContext& ctx) { ctx.set_output_value(0, ctx.input_value(0)); }
+void infer_tid(InferContext& ctx) { ctx.set_output_type(0, ctx.input_type(0)); }
+
+const OpRegistry& test_registry() {
+  static const OpRegistry reg = [] {
+    OpRegistry r;
+    register_control_ops(r);
+    register_sequence_ops(r);
+    r.add(OpSchema{"TAdd", "", 2, 2, 1, 1, infer_tid, kernel_tadd, nullptr, 1});
+    r.add(OpSchema{"TId", "", 1, 1, 1, 1, infer_tid, kernel_tid, nullptr, 1});
+    return r;
+  }();
+  return reg;
+}
+
+std::map<std::string, Attribute> graph_attr(const std::string& name, std::shared_ptr<Graph> g) {
+  return {{name, Attribute::of_graph(std::move(g))}};
+}
+
+std::shared_ptr<Graph> subgraph(Graph& parent) {
+  auto g = std::make_shared<Graph>();
+  g->parent = &parent;
+  g->name = parent.fresh_name("body");
+  return g;
+}
+
+std::vector<float> floats_of(const Tensor& t) {
+  std::vector<float> v;
+  for (int64_t i = 0; i < t.numel(); ++i) v.push_back(static_cast<float>(t.get_f64(i)));
+  return v;
+}
+
+Tensor bool_scalar(bool b) {
+  Tensor t(DType::Bool, {});
+  t.set_i64(0, b);
+  return t;
+}
+
+std::vector<RtValue> run(const Graph& g, const std::vector<RtValue>& in) {
+  return Interpreter(test_registry()).run(g, in);
+}
+
+InferContext infer_node(const Node& n, const std::vector<const Type*>& in_types) {
+  InferContext ctx(n);
+  ctx.in_types = in_types;
+  ctx.in_consts.assign(in_types.size(), nullptr);
+  ctx.in_syms.assign(in_types.size(), nullptr);
+  test_registry().find("", n.op)->infer(ctx);
+  return ctx;
+}
+
+// ---- If ------------------------------------------------------------------------------
+
+// then: x + 1 (reads the outer x directly); else: a constant of another shape.
+struct IfGraph {
+  Graph g;
+  Node* node;
+  IfGraph() {
+    Value* c = g.add_input("c", Type::tensor(DType::Bool, {}));
+    Value* x = g.add_input("x", Type::tensor(DType::F32, {2}));
+    auto th = subgraph(g);
+    Value* one = th->add_initializer("one", Tensor::scalar_f32(1));
+    Node* add = th->add_node("TAdd", {x, one}, 1);
+    add->outputs[0]->type = Type::tensor(DType::F32, {2});
+    th->outputs = {add->outputs[0]};
+    auto el = subgraph(g);
+    Value* k = el->add_initializer("k", Tensor::from_f32({3}, {7, 8, 9}));
+    el->outputs = {k};
+    auto attrs = graph_attr("then_branch", th);
+    attrs["else_branch"] = Attribute::of_graph(el);
+    node = g.add_node("If", {c, x}, 1, attrs);
+    node->inputs.resize(1);  // If has one input; x is read from the outer scope
+    g.outputs = {node->outputs[0]};
+  }
+};
+
+TEST(OpsControlIf, RunsTheSelectedBranchWithOuterValues) {
+  IfGraph ig;
+  Tensor x = Tensor::from_f32({2}, {1.5f, -2});
+  auto t = run(ig.g, {bool_scalar(true), x});
+  EXPECT_EQ(floats_of(t[0].tensor), (std::vector<float>{2.5f, -1}));
+  auto e = run(ig.g, {bool_scalar(false), x});
+  EXPECT_EQ(floats_of(e[0].tensor), (std::vector<float>{7, 8, 9}));
+}
+
+TEST(OpsControlIf, InferMergesDifferingDimsIntoASymbol) {
+  IfGraph ig;
+  Type c = Type::tensor(DType::Bool, {});
+  InferContext ctx = infer_node(*ig.node, {&c});
+  const Type& out = ctx.out_types[0];
+  ASSERT_TRUE(out.has_shape());
+  ASSERT_EQ(out.shape->size(), 1u);
+  EXPECT_FALSE((*out.shape)[0].is_const());
+  EXPECT_EQ(out.dtype, DType::F32);
+}
+
+TEST(OpsControlIf, RejectsNonBoolCondition) {
+  IfGraph ig;
+  Tensor bad = Tensor::scalar_f32(1);
+  EXPECT_THROW(run(ig.g, {bad, Tensor::from_f32({2}, {0, 0})}), Error);
+  Type c = Type::tensor(DType::F32, {});
+  EXPECT_THROW(infer_node(*ig.node, {&c}), Error);
+}
+
+// ---- Loop ----------------------------------------------------------------------------
+
+// Loop(M, cond, y): body y_out = y_in + iter; scan output = y_out.
+struct LoopGraph {
+  Graph g;
+  Node* node;
+  explicit LoopGraph(bool with_cond = true) {
+    Value* m = g.add_input("M", Type::tensor(DType::I64, {}));
+    Value* c = with_cond ? g.add_input("cond", Type::tensor(DType::Bool, {})) : nullptr;
+    Value* y = g.add_input("y", Type::tensor(DType::F32, {1}));
+    auto body = subgraph(g);
+    Value* it = body->add_input("iter", Type::tensor(DType::I64, {}));
+    Value* ci = body->add_input("cond_in", Type::tensor(DType::Bool, {}));
+    Value* yi = body->add_input("y_in", Type::tensor(DType::F32, {1}));
+    Node* add = body->add_node("TAdd", {yi, it}, 1);
+    add->outputs[0]->type = Type::tensor(DType::F32, {1});
+    Node* cid = body->add_node("TId", {ci}, 1);
+    Node* sid = body->add_node("TId", {add->outputs[0]}, 1);
+    sid->outputs[0]->type = Type::tensor(DType::F32, {1});
+    body->outputs = {cid->outputs[0], add->outputs[0], sid->outputs[0]};
+    node = g.add_node("Loop", {m, c, y}, 2, graph_attr("body", body));
+    g.outputs = node->outputs;
+  }
+};
+
+TEST(OpsControlLoop, CarriesValuesAndStacksScanOutputs) {
+  LoopGraph lg;
+  auto out = run(lg.g, {Tensor::scalar_i64(4), bool_scalar(true), Tensor::from_f32({1}, {10})});
+  // y: 10 -> 10 -> 11 -> 13 -> 16
+  EXPECT_EQ(floats_of(out[0].tensor), (std::vector<float>{16}));
+  EXPECT_EQ(out[1].tensor.shape(), (std::vector<int64_t>{4, 1}));
+  EXPECT_EQ(floats_of(out[1].tensor), (std::vector<float>{10, 11, 13, 16}));
+}
+
+TEST(OpsControlLoop, ZeroTripsGiveInitialValuesAndEmptyScans) {
+  LoopGraph lg;
+  auto out = run(lg.g, {Tensor::scalar_i64(0), bool_scalar(true), Tensor::from_f32({1}, {10})});
+  EXPECT_EQ(floats_of(out[0].tensor), (std::vector<float>{10}));
+  EXPECT_EQ(out[1].tensor.shape(), (std::vector<int64_t>{0, 1}));
+  auto out2 = run(lg.g, {Tensor::scalar_i64(5), bool_scalar(false), Tensor::from_f32({1}, {10})});
+  EXPECT_EQ(floats_of(out2[0].tensor), (std::vector<float>{10}));
+}
+
+TEST(OpsControlLoop, InferAddsATripCountDim) {
+  LoopGraph lg;
+  Type m = Type::tensor(DType::I64, {}), c = Type::tensor(DType::Bool, {}), y = Type::tensor(DType::F32, {1});
+  InferContext ctx = infer_node(*lg.node, {&m, &c, &y});
+  EXPECT_EQ(ctx.out_types[0], Type::tensor(DType::F32, {1}));
+  ASSERT_TRUE(ctx.out_types[1].has_shape());
+  EXPECT_EQ(ctx.out_types[1].shape->size(), 2u);
+  EXPECT_FALSE((*ctx.out_types[1].shape)[0].is_const());
+}
+
+TEST(OpsControlLoop, RejectsBadTripCount) {
+  LoopGraph lg;
+  EXPECT_THROW(run(lg.g, {Tensor::scalar_f32(3), bool_scalar(true), Tensor::from_f32({1}, {0})}), Error);
+  EXPECT_THROW(run(lg.g, {Tensor::from_i64({1, 2}), bool_scalar(true), Tensor::from_f32({1}, {0})}), Error);
+}
+
+// ---- Scan ----------------------------------------------------------------------------
+
+// Scan(state[2], x[3,2]) with a running sum; directions and axes from args.
+struct ScanGraph {
+  Graph g;
+  Node* node;
+  ScanGraph(std::vector<int64_t> in_axes, std::vector<int64_t> in_dirs, std::vector<int64_t> out_dirs) {
+    Value* s = g.add_input("s", Type::tensor(DType::F32, {2}));
+    Value* x = g.add_input("x", Type::tensor_unknown_shape(DType::F32));
+    auto body = subgraph(g);
+    Value* si = body->add_input("s_in", Type::tensor(DType::F32, {2}));
+    Value* xi = body->add_input("x_in", Type::tensor(DType::F32, {2}));
+    Node* add = body->add_node("TAdd", {si, xi}, 1);
+    add->outputs[0]->type = Type::tensor(DType::F32, {2});
+    Node* id = body->add_node("TId", {add->outputs[0]}, 1);
+    id->outputs[0]->type = Type::tensor(DType::F32, {2});
+    body->outputs = {add->outputs[0], id->outputs[0]};
+    auto attrs = graph_attr("body", body);
+    attrs["num_scan_inputs"] = Attribute::of_int(1);
+    attrs["scan_input_axes"] = Attribute::of_ints(in_axes);
+    attrs["scan_input_directions"] = Attribute::of_ints(in_dirs);
+    attrs["scan_output_directions"] = Attribute::of_ints(out_dirs);
+    node = g.add_node("Scan", {s, x}, 2, attrs);
+    g.outputs = node->outputs;
+  }
+};
+
+TEST(OpsControlScan, ForwardRunningSum) {
+  ScanGraph sg({0}, {0}, {0});
+  auto out = run(sg.g, {Tensor::from_f32({2}, {0, 0}), Tensor::from_f32({3, 2}, {1, 2, 3, 4, 5, 6})});
+  EXPECT_EQ(floats_of(out[0].tensor), (std::vector<float>{9, 12}));
+  EXPECT_EQ(floats_of(out[1].tensor), (std::vector<float>{1, 2, 4, 6, 9, 12}));
+}
+
+TEST(OpsControlScan, ReverseInputAxisOneAndReversedOutput) {
+  // x[2,3] scanned along axis 1 from the back: slices (3,6), (2,5), (1,4).
+  ScanGraph sg({-1}, {1}, {1});
+  auto out = run(sg.g, {Tensor::from_f32({2}, {0, 0}), Tensor::from_f32({2, 3}, {1, 2, 3, 4, 5, 6})});
+  EXPECT_EQ(floats_of(out[0].tensor), (std::vector<float>{6, 15}));
+  // Partial sums (3,6), (5,11), (6,15), stored last-first.
+  EXPECT_EQ(floats_of(out[1].tensor), (std::vector<float>{6, 15, 5, 11, 3, 6}));
+}
+
+TEST(OpsControlScan, InferUsesTheScanLength) {
+  ScanGraph sg({1}, {0}, {0});
+  Type s = Type::tensor(DType::F32, {2});
+  Type x = Type::tensor(DType::F32, {2, Dim::sym("T")});
+  InferContext ctx = infer_node(*sg.node, {&s, &x});
+  EXPECT_EQ(ctx.out_types[1], Type::tensor(DType::F32, {Dim::sym("T"), 2}));
+}
+
+TEST(OpsControlScan, RejectsBadAxisAndDirection) {
+  ScanGraph bad_axis({2}, {0}, {0});
+  EXPECT_THROW(run(bad_axis.g, {Tensor::from_f32({2}, {0, 0}), Tensor::from_f32({2, 3}, {1, 2, 3, 4, 5, 6})}),
+               Error);
+  ScanGraph bad_dir({0}, {2}, {0});
+  EXPECT_THROW(run(bad_dir.g, {Tensor::from_f32({2}, {0, 0}), Tensor::from_f32({3, 2}, {1, 2, 3, 4, 5, 6})}), Error);
+}
+
+TEST(OpsControlScan, Scan8UpgradeRunsPerBatch) {
+  // Scan-8: (sequence_lens="", state[B,2], x[B,T,2]); batch 2, length 2.
+  Graph g;
+  Value* s = g.add_input("s", Type::tensor(DType::F32, {2, 2}));
+  Value* x = g.add_input("x", Type::tensor(DType::F32, {2, 2, 2}));
+  auto body = subgraph(g);
+  Value* si = body->add_input("s_in", Type::tensor(DType::F32, {2}));
+  Value* xi = body->add_input("x_in", Type::tensor(DType::F32, {2}));
+  Node* add = body->add_node("TAdd", {si, xi}, 1);
+  Node* id = body->add_node("TId", {add->outputs[0]}, 1);
+  body->outputs = {add->outputs[0], id->outputs[0]};
+  auto attrs = graph_attr("body", body);
+  attrs["num_scan_inputs"] = Attribute::of_int(1);
+  Node* n = g.add_node("Scan", {nullptr, s, x}, 2, attrs);
+  g.outputs = n->outputs;
+  test_registry().find("", "Scan")->upgrade(*n, 8);
+  auto out = run(g, {Tensor::from_f32({2, 2}, {0, 0, 100, 100}),
+                     Tensor::from_f32({2, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8})});
+  EXPECT_EQ(floats_of(out[0].tensor), (std::vector<float>{4, 6, 112, 114}));
+  EXPECT_EQ(out[1].tensor.shape(), (std::vector<int64_t>{2, 2, 2}));
+  EXPECT_EQ(floats_of(out[1].tensor), (std::vector<float>{1, 2, 4, 6, 105, 106, 112, 114}));
+}
+
+// ---- sequences and optionals -------------------------------------------------------
+
+RtValue run1(const std::string& op, std::vector<RtValue> ins, std::map<std::string, Attribute> attrs = {}) {
+  Graph g;
+  std::vector<Value*> vs;
+  for (size_t i = 0; i < ins.size(); ++i) vs.push_back(g.add_input("", Type{}));
+  Node* n = g.add_node(op, vs, 1, std::move(attrs));
+  g.outputs = n->outputs;
+  return run(g, ins)[0];
+}
+
+RtValue seq_of(std::vector<Tensor> ts) { return RtValue::sequence(std::move(ts)); }
+
+TEST(OpsControlSequence, InsertAtEraseLength) {
+  Tensor a = Tensor::from_f32({1}, {1}), b = Tensor::from_f32({2}, {2, 3}), c = Tensor::from_f32({1}, {4});
+  RtValue s = run1("SequenceInsert", {seq_of({a, b}), c, Tensor::scalar_i64(-1)});
+  ASSERT_EQ(s.seq.size(), 3u);
+  EXPECT_EQ(floats_of(s.seq[1]), (std::vector<float>{4}));  // inserted before the last
+  EXPECT_EQ(floats_of(run1("SequenceAt", {s, Tensor::scalar_i64(-1)}).tensor), (std::vector<float>{2, 3}));
+  RtValue e = run1("SequenceErase", {s, Tensor::scalar_i64(0)});
+  EXPECT_EQ(run1("SequenceLength", {e}).tensor.get_i64(0), 2);
+  EXPECT_THROW(run1("SequenceAt", {s, Tensor::scalar_i64(3)}), Error);
+  EXPECT_THROW(run1("SequenceAt", {s, Tensor::scalar_i64(-4)}), Error);
+  EXPECT_THROW(run1("SequenceInsert", {s, Tensor::scalar_i64(1)}), Error);  // i64 into an f32 sequence
+  EXPECT_THROW(run1("SequenceErase", {seq_of({})}), Error);
+}
+
+TEST(OpsControlSequence, SplitAndConcat) {
+  Tensor x = Tensor::from_f32({5, 2}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+  RtValue parts = run1("SplitToSequence", {x, Tensor::scalar_i64(2)});
+  ASSERT_EQ(parts.seq.size(), 3u);  // 2 + 2 + 1
+  EXPECT_EQ(parts.seq[2].shape(), (std::vector<int64_t>{1, 2}));
+  RtValue rows = run1("SplitToSequence", {x}, {{"axis", Attribute::of_int(1)}, {"keepdims", Attribute::of_int(0)}});
+  ASSERT_EQ(rows.seq.size(), 2u);
+  EXPECT_EQ(floats_of(rows.seq[1]), (std::vector<float>{1, 3, 5, 7, 9}));
+  EXPECT_THROW(run1("SplitToSequence", {x, Tensor::from_i64({2, 2})}), Error);  // sums to 4, not 5
+  RtValue back = run1("ConcatFromSequence", {parts}, {{"axis", Attribute::of_int(0)}});
+  EXPECT_TRUE(back.tensor.bitwise_equal(x));
+  RtValue st = run1("ConcatFromSequence", {rows}, {{"axis", Attribute::of_int(-1)}, {"new_axis", Attribute::of_int(1)}});
+  EXPECT_EQ(st.tensor.shape(), (std::vector<int64_t>{5, 2}));
+  EXPECT_TRUE(st.tensor.bitwise_equal(x));
+  EXPECT_THROW(run1("ConcatFromSequence", {parts}, {{"axis", Attribute::of_int(2)}}), Error);
+}
+
+TEST(OpsControlSequence, Optionals) {
+  Tensor x = Tensor::from_f32({1}, {5});
+  EXPECT_EQ(run1("OptionalHasElement", {RtValue::none()}).tensor.get_i64(0), 0);
+  EXPECT_EQ(run1("OptionalHasElement", {x}).tensor.get_i64(0), 1);
+  EXPECT_EQ(floats_of(run1("OptionalGetElement", {x}).tensor), (std::vector<float>{5}));
+  EXPECT_THROW(run1("OptionalGetElement", {RtValue::none()}), Error);
+}
+
+}  // namespace
+}  // namespace tessel
