@@ -31,8 +31,9 @@ std::string join(const std::vector<std::string>& v) {
 void check_pass_name(const std::string& flag, const std::string& name, bool allow_all) {
   const auto names = pipeline_pass_names();
   if (allow_all && name == "all") return;
-  TS_CHECK(std::find(names.begin(), names.end(), name) != names.end(), flag, ": unknown pass '", name,
-           "' (passes: ", join(names), allow_all ? ", or all" : "", ")");
+  if (std::find(names.begin(), names.end(), name) != names.end()) return;
+  if (names.empty()) fail(flag, ": unknown pass '", name, "' (the pipeline has no passes yet)");
+  fail(flag, ": unknown pass '", name, "' (passes: ", join(names), allow_all ? ", or all" : "", ")");
 }
 
 }  // namespace
