@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "tessel/interp/interpreter.h"
 #include "tessel/ops/registry.h"
@@ -398,6 +399,39 @@ TEST(MathOpsInfer, RejectsBadTypesAndShapes) {
   d.in_consts = {nullptr, nullptr};
   d.in_syms = {nullptr, nullptr};
   EXPECT_THROW(OpRegistry::global().find("", "Gemm")->infer(d), Error);
+}
+
+}  // namespace
+}  // namespace tessel
+
+namespace tessel {
+namespace {
+
+// The blocked, vectorised MatMul must round exactly like the plain triple
+// loop (sum over k in order, no fused multiply-add), on shapes that leave
+// partial tiles in every direction.
+TEST(MathOpsMatMul, BitIdenticalToPlainTripleLoop) {
+  for (auto [M, K, N] : {std::tuple<int64_t, int64_t, int64_t>{7, 13, 9}, {4, 300, 260}, {1, 5, 3}, {9, 1, 4}}) {
+    Tensor a(DType::F64, {M, K}), b(DType::F64, {K, N});
+    uint64_t s = 12345;
+    auto next = [&s] {
+      s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+      return static_cast<double>(static_cast<int64_t>(s >> 11)) / 9007199254740992.0 - 0.5;
+    };
+    for (int64_t i = 0; i < a.numel(); ++i) a.set_f64(i, next());
+    for (int64_t i = 0; i < b.numel(); ++i) b.set_f64(i, next());
+    Tensor y = run1("MatMul", {a, b});
+    ASSERT_EQ(y.shape(), (std::vector<int64_t>{M, N}));
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        double c = 0;
+        for (int64_t k = 0; k < K; ++k) {
+          volatile double p = a.get_f64(i * K + k) * b.get_f64(k * N + j);  // no contraction
+          c += p;
+        }
+        ASSERT_EQ(y.get_f64(i * N + j), c) << M << "x" << K << "x" << N << " at " << i << "," << j;
+      }
+  }
 }
 
 }  // namespace
