@@ -73,7 +73,13 @@ std::map<std::string, int64_t> bind_symbols(const Graph& g, const std::map<std::
     for (const auto& [sym, val] : bound)
       if (!before.count(sym)) origin[sym] = v->name;
   }
+  std::set<std::string> input_syms;
+  for (const Value* v : g.inputs)
+    if (v->type.has_shape())
+      for (const Dim& d : *v->type.shape) d.collect_symbols(&input_syms);
   for (const auto& [sym, val] : cli_dims) {
+    if (!input_syms.count(sym))
+      log_stream(notes) << "note: --dim " << sym << " does not appear in the shapes of the model's inputs\n";
     auto it = bound.find(sym);
     if (it != bound.end()) {
       TS_CHECK(it->second == val, "--dim ", sym, "=", val, " conflicts with input '", origin[sym], "', whose shape has ",
