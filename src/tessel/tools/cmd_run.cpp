@@ -1,4 +1,5 @@
 // tessel run MODEL [--input NAME=FILE.npy]... [--save-outputs DIR] [--seed N]
+#include <chrono>
 #include <filesystem>
 #include <iostream>
 
@@ -52,10 +53,16 @@ int cmd_run(const RunArgs& a, const CommonArgs& c) {
   for (const auto& spec : a.inputs) files.push_back(parse_input_binding(spec));
   check_options_supported(o);
 
+  using Clock = std::chrono::steady_clock;
+  auto ms_since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
+  auto t0 = Clock::now();
   std::unique_ptr<Model> m = load_model(a.model);
+  const double load_ms = ms_since(t0);
   const auto given = read_input_files(*m->graph, files);
   const auto dims = bind_symbols(*m->graph, given, o.dims, &std::cerr);
+  t0 = Clock::now();
   compile_model(*m, dims, o);
+  const double compile_ms = ms_since(t0);
   const auto inputs = assemble_inputs(*m->graph, given, dims, o.seed, &std::cerr);
   const ExecResult r = execute(*m, inputs, o.target);
   if (!a.save_outputs.empty()) save_outputs(a.save_outputs, r.outputs);
@@ -82,6 +89,8 @@ int cmd_run(const RunArgs& a, const CommonArgs& c) {
     j.set("outputs", std::move(outs));
     j.set("target", target_name(o.target));
     j.set("time_ms", r.time_ms);
+    j.set("load_ms", load_ms);
+    j.set("compile_ms", compile_ms);
     if (!a.save_outputs.empty()) j.set("saved_to", a.save_outputs);
     std::cout << j.dump() << "\n";
   } else {
@@ -93,7 +102,9 @@ int cmd_run(const RunArgs& a, const CommonArgs& c) {
     }
     std::cout << "target " << target_name(o.target)
               << (o.target == Target::Cpu ? " (reference interpreter)" : "") << ", "
-              << str_cat(static_cast<int64_t>(r.time_ms * 1000) / 1000.0) << " ms";
+              << str_cat(static_cast<int64_t>(r.time_ms * 1000) / 1000.0) << " ms (load "
+              << str_cat(static_cast<int64_t>(load_ms * 1000) / 1000.0) << " ms, compile "
+              << str_cat(static_cast<int64_t>(compile_ms * 1000) / 1000.0) << " ms)";
     if (!a.save_outputs.empty()) std::cout << ", outputs saved to " << a.save_outputs;
     std::cout << "\n";
   }
