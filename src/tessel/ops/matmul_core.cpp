@@ -1,27 +1,28 @@
 // Register-blocked double matrix product for the reference kernels (see
 // matmul_core.h for the exactness contract). The reference interpreter runs
 // real models (BERT, GPT-2, ViT), where this loop is most of the time.
+//
+// Layout: C is cut into panels of NB columns; for each panel and each block
+// of KB rows of B, that KB x NB block of B is packed into strips of 8 columns
+// (kb x 8, contiguous), then every 4-row band of A runs over the strips with
+// a 4 x 8 tile of C held in registers.
 #include "tessel/ops/matmul_core.h"
 
 #include <cstring>
+#include <vector>
 
 namespace tessel::mathops {
-
-// The v4d helpers below are inlined into the one function that uses them, so
-// the ABI note GCC gives for AVX-sized arguments does not apply.
-#pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace {
 
 // Four doubles; on plain x86-64 the compiler splits it into two SSE2 halves.
 typedef double v4d __attribute__((vector_size(32)));
 
-inline v4d load4(const double* p) {
-  v4d v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-inline void store4(double* p, v4d v) { std::memcpy(p, &v, sizeof v); }
+constexpr int64_t KB = 128, NB = 256, TW = 8;  // TW: tile width (columns)
+
+// Loads/stores without passing vectors through function arguments.
+#define TS_LOAD4(dst, src) std::memcpy(&(dst), (src), sizeof(v4d))
+#define TS_STORE4(dst, src) std::memcpy((dst), &(src), sizeof(v4d))
 
 }  // namespace
 
@@ -29,41 +30,49 @@ inline void store4(double* p, v4d v) { std::memcpy(p, &v, sizeof v); }
 // a*b + c into an FMA, so both clones round identically.
 __attribute__((target_clones("avx2", "default")))
 void matmul_accumulate_f64(const double* A, const double* B, double* C, int64_t M, int64_t K, int64_t N) {
-  constexpr int64_t KB = 128, NB = 256;
+  std::vector<double> pack(static_cast<size_t>(KB * NB));
   for (int64_t j0 = 0; j0 < N; j0 += NB) {
     const int64_t j1 = std::min(N, j0 + NB);
+    const int64_t jt = j0 + (j1 - j0) / TW * TW;  // end of the full strips
     for (int64_t k0 = 0; k0 < K; k0 += KB) {
-      const int64_t k1 = std::min(K, k0 + KB);
+      const int64_t k1 = std::min(K, k0 + KB), kb = k1 - k0;
+      for (int64_t j = j0; j < jt; j += TW)
+        for (int64_t k = k0; k < k1; ++k)
+          std::memcpy(&pack[(j - j0) * kb + (k - k0) * TW], B + k * N + j, TW * sizeof(double));
       int64_t i = 0;
-      // 4 x 4 tiles of C held in registers while k runs over the panel.
       for (; i + 4 <= M; i += 4) {
-        const double* a0 = A + i * K;
+        const double* a0 = A + i * K + k0;
         const double* a1 = a0 + K;
         const double* a2 = a1 + K;
         const double* a3 = a2 + K;
-        double* c0p = C + i * N;
-        int64_t j = j0;
-        for (; j + 4 <= j1; j += 4) {
-          v4d c0 = load4(c0p + j), c1 = load4(c0p + N + j), c2 = load4(c0p + 2 * N + j),
-              c3 = load4(c0p + 3 * N + j);
-          for (int64_t k = k0; k < k1; ++k) {
-            const v4d b = load4(B + k * N + j);
-            c0 += a0[k] * b;
-            c1 += a1[k] * b;
-            c2 += a2[k] * b;
-            c3 += a3[k] * b;
+        for (int64_t j = j0; j < jt; j += TW) {
+          double* c = C + i * N + j;
+          v4d c00, c01, c10, c11, c20, c21, c30, c31;
+          TS_LOAD4(c00, c), TS_LOAD4(c01, c + 4);
+          TS_LOAD4(c10, c + N), TS_LOAD4(c11, c + N + 4);
+          TS_LOAD4(c20, c + 2 * N), TS_LOAD4(c21, c + 2 * N + 4);
+          TS_LOAD4(c30, c + 3 * N), TS_LOAD4(c31, c + 3 * N + 4);
+          const double* p = &pack[(j - j0) * kb];
+          for (int64_t k = 0; k < kb; ++k, p += TW) {
+            v4d b0, b1;
+            TS_LOAD4(b0, p);
+            TS_LOAD4(b1, p + 4);
+            c00 += a0[k] * b0, c01 += a0[k] * b1;
+            c10 += a1[k] * b0, c11 += a1[k] * b1;
+            c20 += a2[k] * b0, c21 += a2[k] * b1;
+            c30 += a3[k] * b0, c31 += a3[k] * b1;
           }
-          store4(c0p + j, c0);
-          store4(c0p + N + j, c1);
-          store4(c0p + 2 * N + j, c2);
-          store4(c0p + 3 * N + j, c3);
+          TS_STORE4(c, c00), TS_STORE4(c + 4, c01);
+          TS_STORE4(c + N, c10), TS_STORE4(c + N + 4, c11);
+          TS_STORE4(c + 2 * N, c20), TS_STORE4(c + 2 * N + 4, c21);
+          TS_STORE4(c + 3 * N, c30), TS_STORE4(c + 3 * N + 4, c31);
         }
-        for (; j < j1; ++j)
+        for (int64_t j = jt; j < j1; ++j)  // columns left of the last full strip
           for (int64_t r = 0; r < 4; ++r) {
             const double* ar = A + (i + r) * K;
-            double c = C[(i + r) * N + j];
-            for (int64_t k = k0; k < k1; ++k) c += ar[k] * B[k * N + j];
-            C[(i + r) * N + j] = c;
+            double s = C[(i + r) * N + j];
+            for (int64_t k = k0; k < k1; ++k) s += ar[k] * B[k * N + j];
+            C[(i + r) * N + j] = s;
           }
       }
       // Remaining rows: the plain i-k-j order.
@@ -78,5 +87,8 @@ void matmul_accumulate_f64(const double* A, const double* B, double* C, int64_t 
     }
   }
 }
+
+#undef TS_LOAD4
+#undef TS_STORE4
 
 }  // namespace tessel::mathops

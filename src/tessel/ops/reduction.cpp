@@ -301,7 +301,10 @@ void reduce_infer(InferContext& c) {
     }
     axes.emplace();
     for (const Dim& d : *v) {
-      TS_CHECK(d.is_const(), n.describe(), ": axes must be constant integers");
+      if (!d.is_const()) {  // axes computed from symbolic sizes: rank unknown
+        c.set_output_unknown_shape(0, dt);
+        return;
+      }
       axes->push_back(d.value());
     }
   }
