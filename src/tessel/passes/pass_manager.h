@@ -24,11 +24,13 @@ struct PassOptions {
   std::map<std::string, int64_t> dims;   // symbol bindings (--dim); empty = keep symbolic
   bool verify = true;                    // run the verifier after every pass
   int64_t fold_limit_elements = 1 << 20; // constant folding size cap
+  bool print_full_constants = false;     // print_after: all constants in full (else >16 elements elided)
 };
 
 // Runs the default pipeline. Returns true if anything changed.
 bool run_pipeline(Model& m, const PassOptions& o);
-// Names of the pipeline's passes in order (as accepted by disabled/print_after).
+// Names of the pipeline's steps in order (as accepted by disabled/print_after;
+// infer_shapes appears twice, and bind_dims runs only when dims are given).
 std::vector<std::string> pipeline_pass_names();
 
 // ---- individual passes (one file each) -------------------------------------
