@@ -251,6 +251,14 @@ void attention_kernel(KernelContext& ctx) {
   }
 
   const int64_t group = s.hq / s.hkv;
+  // fp16/bf16 follow the reference's rounding of every intermediate; wider
+  // types compute in double.
+  const bool lowp = dt == DType::F16 || dt == DType::BF16;
+  const DType sm = node.has_attr("softmax_precision") ? sm_type : dt;
+  const bool sm_lowp = sm == DType::F16 || sm == DType::BF16;
+  auto r = [&](double x) { return lowp ? round_to(dt, x) : x; };
+  auto rs = [&](double x) { return sm_lowp ? round_to(sm, x) : x; };
+  const double sqrt_scale = r(std::sqrt(scale));
   std::vector<double> y(static_cast<size_t>(s.b * s.hq * s.sq * s.dv), 0.0);
   std::vector<double> qk_out(static_cast<size_t>(s.b * s.hq * s.sq * total), 0.0);
   std::vector<double> score(static_cast<size_t>(total)), bias(static_cast<size_t>(total)), p(static_cast<size_t>(total));
@@ -265,10 +273,21 @@ void attention_kernel(KernelContext& ctx) {
         double bias_max = kNegInf;
         for (int64_t j = 0; j < total; ++j) {
           const double* kr = k.data() + ((b * s.hkv + hk) * total + j) * s.d;
-          double dot = 0;
-          for (int64_t e = 0; e < s.d; ++e) dot += qr[e] * kr[e];
-          double sc = dot * scale;
-          if (softcap > 0) sc = softcap * std::tanh(sc / softcap);
+          double sc;
+          if (lowp) {
+            // The spec's reference: (Q*sqrt(scale)) x (K*sqrt(scale))^T with
+            // both factors rounded to the input type and a float accumulator.
+            float acc = 0;
+            for (int64_t e = 0; e < s.d; ++e)
+              acc += static_cast<float>(r(qr[e] * sqrt_scale)) * static_cast<float>(r(kr[e] * sqrt_scale));
+            sc = r(acc);
+            if (softcap > 0) sc = r(r(std::tanh(r(sc / softcap))) * softcap);
+          } else {
+            double dot = 0;
+            for (int64_t e = 0; e < s.d; ++e) dot += qr[e] * kr[e];
+            sc = dot * scale;
+            if (softcap > 0) sc = softcap * std::tanh(sc / softcap);
+          }
           score[static_cast<size_t>(j)] = sc;
           double bj = mask.bias(b, h, i, j);
           if (causal && j > pos) bj = kNegInf;
@@ -278,22 +297,25 @@ void attention_kernel(KernelContext& ctx) {
           bias[static_cast<size_t>(j)] = bj;
           bias_max = std::max(bias_max, bj);
         }
-        // Softmax over score + bias; a row the bias masks entirely is zero.
+        // Softmax over score + bias (in the softmax type, rounding where the
+        // reference does); a row the bias masks entirely is zero.
         double mx = kNegInf;
         for (int64_t j = 0; j < total; ++j) {
-          p[static_cast<size_t>(j)] = round_to(sm_type, score[static_cast<size_t>(j)] + bias[static_cast<size_t>(j)]);
+          p[static_cast<size_t>(j)] = rs(r(score[static_cast<size_t>(j)] + bias[static_cast<size_t>(j)]));
           mx = std::max(mx, p[static_cast<size_t>(j)]);
         }
         const bool row_masked = bias_max == kNegInf;
         if (mx == kNegInf) mx = 0;
         double sum = 0;
         for (int64_t j = 0; j < total; ++j) {
-          p[static_cast<size_t>(j)] = std::exp(p[static_cast<size_t>(j)] - mx);
-          sum += p[static_cast<size_t>(j)];
+          p[static_cast<size_t>(j)] = rs(std::exp(rs(p[static_cast<size_t>(j)] - mx)));
+          // bfloat16 sums round after every addition; other types accumulate.
+          sum = sm == DType::BF16 ? rs(sum + p[static_cast<size_t>(j)]) : sum + p[static_cast<size_t>(j)];
         }
+        sum = rs(sum);
         if (sum == 0) sum = 1;
         for (int64_t j = 0; j < total; ++j)
-          p[static_cast<size_t>(j)] = row_masked ? 0.0 : round_to(dt, round_to(sm_type, p[static_cast<size_t>(j)] / sum));
+          p[static_cast<size_t>(j)] = row_masked ? 0.0 : round_to(dt, rs(p[static_cast<size_t>(j)] / sum));
         double* qo = qk_out.data() + ((b * s.hq + h) * s.sq + i) * total;
         for (int64_t j = 0; j < total; ++j) {
           switch (mode) {
@@ -304,11 +326,15 @@ void attention_kernel(KernelContext& ctx) {
           }
         }
         double* yr = y.data() + ((b * s.hq + h) * s.sq + i) * s.dv;
-        for (int64_t j = 0; j < total; ++j) {
-          const double pj = p[static_cast<size_t>(j)];
-          if (pj == 0) continue;
-          const double* vr = v.data() + ((b * s.hkv + hk) * total + j) * s.dv;
-          for (int64_t e = 0; e < s.dv; ++e) yr[e] += pj * vr[e];
+        for (int64_t e = 0; e < s.dv; ++e) {
+          double acc = 0;
+          float accf = 0;
+          for (int64_t j = 0; j < total; ++j) {
+            const double pv = p[static_cast<size_t>(j)] * v[static_cast<size_t>(((b * s.hkv + hk) * total + j) * s.dv + e)];
+            if (lowp) accf += static_cast<float>(pv);
+            else acc += pv;
+          }
+          yr[e] = lowp ? r(accf) : acc;
         }
       }
     }

@@ -127,12 +127,14 @@ void im2col(const T* x, int64_t channels, const std::vector<int64_t>& in, const 
         if (!inside) {
           std::fill(dst, dst + last_out, pad_value);
         } else {
-          const T* src = xc + base * last_in + off;
+          // Input index of output j along the inner dim is j*s + off, inside
+          // the row exactly for j in [lo, hi).
+          const T* src = xc + base * last_in;
           std::fill(dst, dst + lo, pad_value);
           if (s == 1) {
-            std::copy(src + lo, src + hi, dst + lo);
+            if (hi > lo) std::copy(src + lo + off, src + hi + off, dst + lo);
           } else {
-            for (int64_t j = lo; j < hi; ++j) dst[j] = src[j * s];
+            for (int64_t j = lo; j < hi; ++j) dst[j] = src[j * s + off];
           }
           std::fill(dst + hi, dst + last_out, pad_value);
         }

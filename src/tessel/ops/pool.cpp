@@ -346,7 +346,12 @@ void maxunpool_kernel(KernelContext& ctx) {
            " differs from input shape ", dims_str(x.shape()));
   const std::vector<int64_t> in = convutil::dims_from(x, 2);
   const Window w = convutil::read_window(node, in.size(), nullptr, false, false);
-  std::vector<int64_t> shape{x.dim(0), x.dim(1)};
+  // Indices address the default (inferred) output layout; an explicit
+  // output_shape then places that block at the start of each axis, as the
+  // spec's reference does.
+  std::vector<int64_t> inferred{x.dim(0), x.dim(1)};
+  for (int64_t d : unpool_default_sizes(node, w, in)) inferred.push_back(d);
+  std::vector<int64_t> shape = inferred;
   if (ctx.has_input(2)) {
     const Tensor& os = ctx.input(2);
     TS_CHECK(is_int(os.dtype()) && os.rank() == 1 && os.numel() == static_cast<int64_t>(x.rank()), node.describe(),
@@ -355,18 +360,25 @@ void maxunpool_kernel(KernelContext& ctx) {
     for (int64_t i = 0; i < os.numel(); ++i) shape.push_back(os.get_i64(i));
     TS_CHECK(shape[0] == x.dim(0) && shape[1] == x.dim(1), node.describe(), ": output_shape ", dims_str(shape),
              " must keep N and C of the input");
-  } else {
-    for (int64_t d : unpool_default_sizes(node, w, in)) shape.push_back(d);
+    for (size_t d = 2; d < shape.size(); ++d)
+      TS_CHECK(shape[d] >= inferred[d], node.describe(), ": output_shape ", dims_str(shape),
+               " is smaller than the unpooled size ", dims_str(inferred));
   }
-  Tensor y(x.dtype(), shape);
-  const int64_t total = y.numel();
+  const int64_t total = checked_numel(inferred);
   const int64_t* iv = ind.data<int64_t>();
   const std::vector<double> xv = convutil::to_f64(x);
-  std::vector<double> yv(static_cast<size_t>(total), 0.0);
+  std::vector<double> block(static_cast<size_t>(total), 0.0);
   for (int64_t i = 0; i < x.numel(); ++i) {
     TS_CHECK(iv[i] >= 0 && iv[i] < total, node.describe(), ": index ", iv[i], " is out of range for an output of ",
              total, " elements");
-    yv[static_cast<size_t>(iv[i])] = xv[static_cast<size_t>(i)];
+    block[static_cast<size_t>(iv[i])] = xv[static_cast<size_t>(i)];
+  }
+  std::vector<double> yv(static_cast<size_t>(checked_numel(shape)), 0.0);
+  const std::vector<int64_t> bstr = strides_of(inferred), ystr = strides_of(shape);
+  for (int64_t i = 0; i < total; ++i) {
+    int64_t off = 0;
+    for (size_t d = 0; d < inferred.size(); ++d) off += (i / bstr[d]) % inferred[d] * ystr[d];
+    yv[static_cast<size_t>(off)] = block[static_cast<size_t>(i)];
   }
   ctx.set_output(0, convutil::from_f64(x.dtype(), shape, yv));
 }
