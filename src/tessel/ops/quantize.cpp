@@ -103,6 +103,14 @@ ScaleMap make_scale_map(const std::vector<int64_t>& x, const std::vector<int64_t
   return m;
 }
 
+// The zero point has the scale's shape; a one-element zero point also goes
+// with a scalar scale (exporters write [1] for per-tensor parameters).
+void check_zero_point_shape(const std::vector<int64_t>& zp, const std::vector<int64_t>& scale, const Node& n) {
+  const bool both_single = checked_numel(zp) == 1 && checked_numel(scale) == 1 && zp.size() <= 1 && scale.size() <= 1;
+  TS_CHECK(zp == scale || both_single, n.describe(), ": zero point shape ", dims_str(zp), " differs from the scale's ",
+           dims_str(scale));
+}
+
 // Static shape validation of scale against x in inference, where both are known.
 void check_scale_shape(const InferContext& ctx, size_t x, size_t scale) {
   if (!ctx.has_shape(x) || !ctx.has_shape(scale)) return;
@@ -111,9 +119,7 @@ void check_scale_shape(const InferContext& ctx, size_t x, size_t scale) {
   if (!is_static(xs) || !is_static(ss)) return;
   make_scale_map(static_dims(xs), static_dims(ss), ctx.node);
   if (ctx.has_shape(scale + 1) && is_static(ctx.input_shape(scale + 1)))
-    TS_CHECK(static_dims(ctx.input_shape(scale + 1)) == static_dims(ss), ctx.node.describe(),
-             ": zero point shape ", shape_str(ctx.input_shape(scale + 1)), " differs from the scale's ",
-             shape_str(ss));
+    check_zero_point_shape(static_dims(ctx.input_shape(scale + 1)), static_dims(ss), ctx.node);
 }
 
 DType attr_dtype(const Node& n, const char* name) {
@@ -176,8 +182,7 @@ void kernel_quantize(KernelContext& ctx) {
   const Tensor* zp = ctx.has_input(2) ? &ctx.input(2) : nullptr;
   if (zp) {
     check_dtype(n, 2, zp->dtype(), is_quant_type, "a quantized type");
-    TS_CHECK(zp->shape() == scale.shape(), n.describe(), ": zero point shape ", dims_str(zp->shape()),
-             " differs from the scale's ", dims_str(scale.shape()));
+    check_zero_point_shape(zp->shape(), scale.shape(), n);
   }
   const DType out_t = quantize_out_type(n, zp ? zp->dtype() : DType::Undefined);
   const ScaleMap map = make_scale_map(x.shape(), scale.shape(), n);
@@ -244,8 +249,7 @@ void kernel_dequantize(KernelContext& ctx) {
   if (zp) {
     TS_CHECK(zp->dtype() == x.dtype(), n.describe(), ": zero point dtype ", dtype_name(zp->dtype()),
              " differs from x's ", dtype_name(x.dtype()));
-    TS_CHECK(zp->shape() == scale.shape(), n.describe(), ": zero point shape ", dims_str(zp->shape()),
-             " differs from the scale's ", dims_str(scale.shape()));
+    check_zero_point_shape(zp->shape(), scale.shape(), n);
   }
   const DType out_t = dequantize_out_type(n, scale.dtype());
   const ScaleMap map = make_scale_map(x.shape(), scale.shape(), n);
