@@ -54,6 +54,12 @@ template <class T>
 std::vector<T> batched_matmul(const MatmulDims& d, const std::vector<T>& A, const std::vector<T>& B) {
   const int64_t nb = checked_numel(d.batch);
   std::vector<T> C(static_cast<size_t>(checked_mul(nb, checked_mul(d.M, d.N))), T(0));
+  // One B for every batch and A not broadcast: A is one [nb*M, K] matrix
+  // (e.g. [seq, batch, K] x [K, N] from seq-first exports, where M is 1).
+  if (checked_numel(d.b_batch) == 1 && d.a_batch == d.batch) {
+    matmul_accumulate(A.data(), B.data(), C.data(), nb * d.M, d.K, d.N);
+    return C;
+  }
   const BroadcastIndexer ai(d.a_batch, d.batch), bi(d.b_batch, d.batch);
   for (int64_t b = 0; b < nb; ++b)
     matmul_accumulate(A.data() + ai(b) * d.M * d.K, B.data() + bi(b) * d.K * d.N, C.data() + b * d.M * d.N, d.M,

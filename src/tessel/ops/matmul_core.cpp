@@ -36,7 +36,7 @@ void matmul_accumulate_f64(const double* A, const double* B, double* C, int64_t 
     const int64_t jt = j0 + (j1 - j0) / TW * TW;  // end of the full strips
     for (int64_t k0 = 0; k0 < K; k0 += KB) {
       const int64_t k1 = std::min(K, k0 + KB), kb = k1 - k0;
-      for (int64_t j = j0; j < jt; j += TW)
+      for (int64_t j = j0; j < (M >= 4 ? jt : j0); j += TW)  // only the 4-row tiles read the pack
         for (int64_t k = k0; k < k1; ++k)
           std::memcpy(&pack[(j - j0) * kb + (k - k0) * TW], B + k * N + j, TW * sizeof(double));
       int64_t i = 0;
