@@ -57,10 +57,14 @@ void gather_infer(InferContext& ctx) {
     const auto data = ctx.input_dims_value(0);
     const auto idx = const_ints(ctx, 1);
     if (data && idx) {
+      // An index out of range is left to the kernel: the node may be in an
+      // If branch that never runs for these shapes.
+      const int64_t n = static_cast<int64_t>(data->size());
       SymValue v;
-      for (int64_t i : *idx)
-        v.push_back((*data)[static_cast<size_t>(
-            checked_index(i, static_cast<int64_t>(data->size()), ctx.node, "index"))]);
+      for (int64_t i : *idx) {
+        if (i < -n || i >= n) return ctx.set_output(0, dt, std::move(out));
+        v.push_back((*data)[static_cast<size_t>(i < 0 ? i + n : i)]);
+      }
       maybe_set_sym(ctx, 0, std::move(v));
     }
   }

@@ -209,7 +209,12 @@ void split_infer(InferContext& ctx) {
     }
   } else {
     const int64_t n = split_count(ctx.node, nout);
-    if (dim.is_const()) {
+    if (dim.is_const() && n >= 1 && (dim.value() + n - 1) / n * (n - 1) > dim.value()) {
+      // Not splittable. The node may sit in an If branch that never runs for
+      // this shape (the expanded AffineGrid does this), so only the kernel
+      // reports it.
+      for (size_t i = 0; i < nout; ++i) sizes.push_back(fresh_dim(ctx, i, static_cast<size_t>(axis)));
+    } else if (dim.is_const()) {
       for (int64_t x : even_split(dim.value(), n, ctx.node)) sizes.push_back(x);
     } else {
       const Dim chunk = Dim::ceildiv(dim, n);
