@@ -6,10 +6,14 @@ namespace tessel {
 
 void register_rnn_ops(OpRegistry& r);       // rnn.cpp: RNN, GRU, LSTM
 void register_quantize_ops(OpRegistry& r);  // quantize.cpp: (De)QuantizeLinear, DynamicQuantizeLinear
+void register_string_ops(OpRegistry& r);    // string_ops.cpp: StringConcat/Split/Normalizer, RegexFullMatch
+void register_text_ops(OpRegistry& r);      // text.cpp: TfIdfVectorizer
 
 void register_misc_ops(OpRegistry& r) {
   register_rnn_ops(r);
   register_quantize_ops(r);
+  register_string_ops(r);
+  register_text_ops(r);
 }
 
 }  // namespace tessel
