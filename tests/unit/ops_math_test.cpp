@@ -436,3 +436,25 @@ TEST(MathOpsMatMul, BitIdenticalToPlainTripleLoop) {
 
 }  // namespace
 }  // namespace tessel
+
+namespace tessel {
+namespace {
+
+TEST(MathOpsMatMul, EmptyInnerDimGivesZeros) {
+  Tensor y = run1("MatMul", {Tensor(DType::F32, {2, 0}), Tensor(DType::F32, {0, 3})});
+  expect_values(y, {2, 3}, std::vector<double>(6, 0.0));
+  Tensor g = run1("Gemm", {Tensor(DType::F32, {2, 0}), Tensor(DType::F32, {0, 2}), f32({}, {1.5f})});
+  expect_values(g, {2, 2}, {1.5, 1.5, 1.5, 1.5});
+}
+
+TEST(MathOpsMatMul, EinsumBatchTraceAndBatchMatmul) {
+  // Per-batch trace: [[1,2],[3,4]] -> 5, [[5,6],[7,8]] -> 13.
+  Tensor x = f32({2, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8});
+  expect_values(run1("Einsum", {x}, {{"equation", Attribute::of_string("bii->b")}}), {2}, {5, 13});
+  // Batched product with an explicit ellipsis: x[b] . x[b].
+  expect_values(run1("Einsum", {x, x}, {{"equation", Attribute::of_string("...ij,...jk->...ik")}}), {2, 2, 2},
+                {7, 10, 15, 22, 67, 78, 91, 106});
+}
+
+}  // namespace
+}  // namespace tessel
