@@ -145,6 +145,25 @@ TEST(ConvKernels, ConvIntegerSubtractsZeroPoints) {
   EXPECT_EQ(ints(y), (S{2, 5}));
 }
 
+TEST(ConvKernels, EmptyBatchGivesEmptyOutputs) {
+  Tensor x(DType::F32, {0, 1, 4});
+  EXPECT_EQ(run1("Conv", {x, f32({2, 1, 2}, {1, 1, 1, 1})}).shape(), (S{0, 2, 3}));
+  EXPECT_EQ(run1("MaxPool", {x}, {{"kernel_shape", ints_attr({2})}}).shape(), (S{0, 1, 3}));
+  EXPECT_EQ(run1("GlobalAveragePool", {x}).shape(), (S{0, 1, 1}));
+  Tensor none;
+  EXPECT_EQ(run1("Resize", {x, none, f32({3}, {1, 1, 2})}).shape(), (S{0, 1, 8}));
+}
+
+TEST(ConvErrors, HostileSizesThrowBeforeAllocating) {
+  Tensor x = f32({1, 1, 2}, {1, 2});
+  Tensor none;
+  EXPECT_THROW(run1("Resize", {x, none, f32({3}, {1, 1, 1e30f})}), Error);
+  EXPECT_THROW(run1("MaxUnpool", {x, i64({1, 1, 2}, {0, 1}), Tensor::from_i64({1, 1, int64_t{1} << 40})},
+                    {{"kernel_shape", ints_attr({2})}}),
+               Error);
+  EXPECT_THROW(run1("MaxPool", {x}, {{"kernel_shape", ints_attr({int64_t{1} << 40})}}), Error);
+}
+
 TEST(ConvErrors, BadInputsThrow) {
   Tensor xi(DType::I32, {1, 1, 3});
   Tensor wi(DType::I32, {1, 1, 2});

@@ -222,6 +222,7 @@ void attention_kernel(KernelContext& ctx) {
     v = concat_seq(convutil::to_f64(pv), v, s.b, s.hkv, s.past, s.skv, s.dv);
   }
   const int64_t total = s.total();
+  convutil::check_elements(node, checked_mul(checked_mul(s.b, s.hq), checked_mul(s.sq, std::max(total, s.dv))));
   std::vector<int64_t> nonpad;
   if (has_nonpad) {
     const Tensor& np = ctx.input(6);

@@ -95,7 +95,8 @@ ConvGeom forward_geom(const Node& node, const Tensor& x, const Tensor& wt) {
   g.in_size = convutil::prod(g.in);
   g.out_size = convutil::prod(g.out);
   g.ksize = convutil::prod(k);
-  checked_mul(checked_mul(g.cg, g.ksize), g.out_size);  // column buffer size
+  convutil::check_elements(node, checked_mul(checked_mul(g.cg, g.ksize), g.out_size));  // column buffer
+  convutil::check_elements(node, checked_mul(checked_mul(g.n, g.m), g.out_size));       // output
   return g;
 }
 
@@ -304,6 +305,8 @@ void conv_transpose_kernel(KernelContext& ctx) {
   g.in = convutil::dims_from(x, 2);
   transpose_window(node, g.in, convutil::dims_from(wt, 2), &g.w, &g.out, &g.output_padding);
   for (int64_t o : g.out) TS_CHECK(o >= 0, node.describe(), ": output size ", o, " is negative");
+  convutil::check_elements(node, checked_mul(checked_mul(g.n, g.m), convutil::prod(g.out)));
+  convutil::check_elements(node, checked_mul(checked_mul(g.mg, convutil::prod(g.w.kernel)), convutil::prod(g.in)));
   std::vector<double> y = x.dtype() == DType::F64
                               ? conv_transpose_run<double>(g, convutil::to_f64(x), convutil::to_f64(wt))
                               : conv_transpose_run<float>(g, convutil::to_f32(x), convutil::to_f32(wt));

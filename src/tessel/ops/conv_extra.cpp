@@ -85,6 +85,7 @@ void col2im_kernel(KernelContext& ctx) {
   TS_CHECK(x.dim(2) == convutil::prod(blocks), node.describe(), ": input dim 2 (", x.dim(2),
            ") differs from the number of sliding blocks ", convutil::prod(blocks));
   const int64_t n = x.dim(0), c = x.dim(1) / k;
+  convutil::check_elements(node, checked_mul(checked_mul(n, c), convutil::prod(image)));
   std::vector<int64_t> shape{n, c};
   shape.insert(shape.end(), image.begin(), image.end());
   if (is_float(x.dtype())) {
@@ -167,6 +168,8 @@ void deform_conv_kernel(KernelContext& ctx) {
   Window w = convutil::read_window(node, nd, &kdims, true, false);
   const std::vector<int64_t> out = convutil::forward_out_sizes(w, in, node);
   const int64_t ksize = convutil::prod(kdims), out_size = convutil::prod(out), in_size = convutil::prod(in);
+  convutil::check_elements(node, checked_mul(checked_mul(n, m), out_size));
+  convutil::check_elements(node, checked_mul(checked_mul(c, ksize), out_size));
   std::vector<int64_t> oshape{n, og * ksize * static_cast<int64_t>(nd)};
   oshape.insert(oshape.end(), out.begin(), out.end());
   TS_CHECK(offset.shape() == oshape, node.describe(), ": offset must have shape ", dims_str(oshape), ", got ",

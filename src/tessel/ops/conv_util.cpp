@@ -132,6 +132,12 @@ int64_t prod(const std::vector<int64_t>& v) {
   return p;
 }
 
+int64_t check_elements(const Node& n, int64_t count) {
+  TS_CHECK(count >= 0 && count <= Tensor::kMaxElements, n.describe(), ": a buffer of ", count,
+           " elements exceeds the tensor size limit");
+  return count;
+}
+
 std::vector<int64_t> dims_from(const Tensor& t, size_t skip) {
   const auto& s = t.shape();
   return skip >= s.size() ? std::vector<int64_t>{} : std::vector<int64_t>(s.begin() + static_cast<long>(skip), s.end());

@@ -49,6 +49,9 @@ Shape forward_out_dims(const Window& w, const Shape& in);
 
 // Row-major size of a shape, checked.
 int64_t prod(const std::vector<int64_t>& v);
+// Throws unless a buffer of n elements fits the tensor size limit, so that a
+// hostile shape fails before any large allocation.
+int64_t check_elements(const Node& n, int64_t count);
 
 // The concrete spatial dims of a tensor (all dims after the first `skip`).
 std::vector<int64_t> dims_from(const Tensor& t, size_t skip);

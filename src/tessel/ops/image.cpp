@@ -261,7 +261,7 @@ ResizeGeom resize_geom(const Node& node, const ResizeAttrs& a, const std::vector
     TS_CHECK(s.in > 0 || s.out == 0, node.describe(), ": cannot resize an empty axis to size ", s.out);
     g.out_shape.push_back(s.out);
   }
-  checked_numel(g.out_shape);
+  convutil::check_elements(node, checked_numel(g.out_shape));
   return g;
 }
 

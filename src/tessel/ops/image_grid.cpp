@@ -123,6 +123,7 @@ void grid_sample_kernel(KernelContext& ctx) {
   const int64_t in_size = convutil::prod(s.dims);
   std::vector<int64_t> out_sp(grid.shape().begin() + 1, grid.shape().end() - 1);
   const int64_t out_size = convutil::prod(out_sp);
+  convutil::check_elements(node, checked_mul(checked_mul(x.dim(0), x.dim(1)), out_size));
   std::vector<int64_t> out_shape{n, c};
   out_shape.insert(out_shape.end(), out_sp.begin(), out_sp.end());
   const std::vector<double> xv = convutil::to_f64(x);
@@ -248,6 +249,7 @@ void affine_grid_kernel(KernelContext& ctx) {
     return (2.0 * static_cast<double>(i) + 1) / static_cast<double>(len) - 1;
   };
   const int64_t points = convutil::prod(sp);
+  convutil::check_elements(node, checked_mul(checked_mul(n, points), r));
   std::vector<int64_t> out_shape{n};
   out_shape.insert(out_shape.end(), sp.begin(), sp.end());
   out_shape.push_back(r);

@@ -129,7 +129,7 @@ PoolFrame pool_frame(const Node& node, const Tensor& x, bool with_dilations) {
   f.out_size = convutil::prod(f.out);
   f.out_shape = {x.dim(0), x.dim(1)};
   f.out_shape.insert(f.out_shape.end(), f.out.begin(), f.out.end());
-  checked_mul(f.planes, f.out_size);
+  convutil::check_elements(node, checked_mul(f.planes, f.out_size));
   f.plan = plan_windows(f.w, f.in, f.out);
   return f;
 }
@@ -364,7 +364,8 @@ void maxunpool_kernel(KernelContext& ctx) {
       TS_CHECK(shape[d] >= inferred[d], node.describe(), ": output_shape ", dims_str(shape),
                " is smaller than the unpooled size ", dims_str(inferred));
   }
-  const int64_t total = checked_numel(inferred);
+  const int64_t total = convutil::check_elements(node, checked_numel(inferred));
+  convutil::check_elements(node, checked_numel(shape));
   const int64_t* iv = ind.data<int64_t>();
   const std::vector<double> xv = convutil::to_f64(x);
   std::vector<double> block(static_cast<size_t>(total), 0.0);

@@ -53,7 +53,7 @@ void max_roi_pool_kernel(KernelContext& ctx) {
   const int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), w = x.dim(3), r = rois.dim(0);
   const std::vector<double> xv = convutil::to_f64(x);
   const std::vector<double> rv = convutil::to_f64(rois);
-  std::vector<double> y(static_cast<size_t>(checked_mul(checked_mul(r, c), ps[0] * ps[1])));
+  std::vector<double> y(static_cast<size_t>(convutil::check_elements(node, checked_mul(checked_mul(r, c), checked_mul(ps[0], ps[1])))));
   for (int64_t ri = 0; ri < r; ++ri) {
     const double* roi = rv.data() + ri * 5;
     TS_CHECK(std::isfinite(roi[0]) && roi[0] >= 0 && roi[0] < static_cast<double>(n), node.describe(),
@@ -165,7 +165,7 @@ void roi_align_kernel(KernelContext& ctx) {
   const int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), w = x.dim(3), r = rois.dim(0);
   const std::vector<double> xv = convutil::to_f64(x);
   const std::vector<double> rv = convutil::to_f64(rois);
-  std::vector<double> y(static_cast<size_t>(checked_mul(checked_mul(r, c), oh * ow)), 0.0);
+  std::vector<double> y(static_cast<size_t>(convutil::check_elements(node, checked_mul(checked_mul(r, c), checked_mul(oh, ow)))), 0.0);
   // An empty feature map has nothing to sample: every bin is 0.
   for (int64_t ri = 0; ri < r && h > 0 && w > 0; ++ri) {
     const int64_t b = bi.data<int64_t>()[ri];
@@ -186,6 +186,7 @@ void roi_align_kernel(KernelContext& ctx) {
       return std::max<int64_t>(static_cast<int64_t>(g), 0);
     };
     const int64_t gh = grid_count(rh, oh), gw = grid_count(rw, ow);
+    convutil::check_elements(node, checked_mul(checked_mul(oh, ow), checked_mul(gh, gw)));
     const double count = static_cast<double>(std::max<int64_t>(gh * gw, 1));
     // Samples are shared by all channels.
     std::vector<Sample> samples;
