@@ -8,12 +8,14 @@ void register_rnn_ops(OpRegistry& r);       // rnn.cpp: RNN, GRU, LSTM
 void register_quantize_ops(OpRegistry& r);  // quantize.cpp: (De)QuantizeLinear, DynamicQuantizeLinear
 void register_string_ops(OpRegistry& r);    // string_ops.cpp: StringConcat/Split/Normalizer, RegexFullMatch
 void register_text_ops(OpRegistry& r);      // text.cpp: TfIdfVectorizer
+void register_signal_ops(OpRegistry& r);    // signal.cpp: DFT, STFT, windows, MelWeightMatrix
 
 void register_misc_ops(OpRegistry& r) {
   register_rnn_ops(r);
   register_quantize_ops(r);
   register_string_ops(r);
   register_text_ops(r);
+  register_signal_ops(r);
 }
 
 }  // namespace tessel
