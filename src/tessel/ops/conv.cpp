@@ -210,7 +210,10 @@ void transpose_window(const Node& node, const std::vector<int64_t>& in, const st
       TS_CHECK((*out)[i] >= 0, node.describe(), ": output_shape ", (*out)[i], " is negative");
       const int64_t total = full - (*out)[i];
       const int64_t half = floor_div(total, 2);
-      w->pads[i] = w->auto_pad == AutoPad::SameUpper ? half : total - half;
+      // A larger output than the full result extends at the end (ONNX
+      // Runtime and the spec's reference agree); a smaller one crops both
+      // sides as the spec's formula says.
+      w->pads[i] = total < 0 ? 0 : w->auto_pad == AutoPad::SameUpper ? half : total - half;
       w->pads[nsp + i] = total - w->pads[i];
     } else {
       if (w->auto_pad == AutoPad::Valid) w->pads[i] = w->pads[nsp + i] = 0;

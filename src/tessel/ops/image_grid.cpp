@@ -146,8 +146,11 @@ void grid_sample_kernel(KernelContext& ctx) {
         const double len = static_cast<double>(s.dims[d]);
         double v = s.align_corners ? (g + 1) / 2 * (len - 1) : ((g + 1) * len - 1) / 2;
         if (mode == SampleMode::Nearest) v = std::nearbyint(v);  // half to even, like PyTorch
+        // Out-of-range points move inside first, except cubic with border
+        // padding: there each tap is clamped on its own (PyTorch and ONNX
+        // Runtime; the spec's Python reference clamps the point instead).
         if (v < s.lo[d] || v > s.hi[d]) {
-          if (s.pad == PadMode::Border) v = std::min(std::max(v, 0.0), len - 1);
+          if (s.pad == PadMode::Border && mode != SampleMode::Cubic) v = std::min(std::max(v, 0.0), len - 1);
           else if (s.pad == PadMode::Reflection) v = reflect(v, s.lo[d], s.hi[d]);
         }
         TS_CHECK(std::isfinite(v) || s.pad == PadMode::Zeros, node.describe(), ": grid holds a non-finite coordinate");
