@@ -321,5 +321,175 @@ TEST(OpsControlSequence, Optionals) {
   EXPECT_THROW(run1("OptionalGetElement", {RtValue::none()}), Error);
 }
 
+// ---- operators run through the global registry ------------------------------------
+
+RtValue run_global(const std::string& op, std::vector<RtValue> ins, std::map<std::string, Attribute> attrs = {},
+                   size_t outputs = 1, size_t which = 0) {
+  Graph g;
+  std::vector<Value*> vs;
+  for (size_t i = 0; i < ins.size(); ++i) vs.push_back(ins[i].is_tensor() && !ins[i].tensor.defined() ? nullptr : g.add_input("", Type{}));
+  std::vector<RtValue> bound;
+  for (auto& v : ins)
+    if (!(v.is_tensor() && !v.tensor.defined())) bound.push_back(v);
+  Node* n = g.add_node(op, vs, outputs, std::move(attrs));
+  g.outputs = n->outputs;
+  return Interpreter().run(g, bound)[which];
+}
+
+Tensor f32(std::vector<int64_t> shape, std::vector<float> v) { return Tensor::from_f32(std::move(shape), v); }
+
+Tensor strings(std::vector<int64_t> shape, std::vector<std::string> v) {
+  Tensor t(DType::String, std::move(shape));
+  t.mutable_strings() = std::move(v);
+  return t;
+}
+
+TEST(OpsControlRnn, SingleStepRnnByHand) {
+  // H = tanh(W x + R h0 + Wb + Rb) with 1 hidden unit: tanh(2*1 + 0.5*1 + 0.25) = tanh(2.75).
+  auto attrs = std::map<std::string, Attribute>{{"hidden_size", Attribute::of_int(1)}};
+  RtValue y = run_global("RNN",
+                         {f32({1, 1, 1}, {1}), f32({1, 1, 1}, {2}), f32({1, 1, 1}, {0.5f}), f32({1, 2}, {0.25f, 0}),
+                          Tensor(), f32({1, 1, 1}, {1})},
+                         attrs, 2, 1);
+  EXPECT_NEAR(y.tensor.get_f64(0), std::tanh(2.75), 1e-6);
+}
+
+TEST(OpsControlRnn, GruLinearBeforeResetAndSequenceLens) {
+  // 1 hidden unit, zero weights except the candidate's recurrence Rh = 1 and
+  // its bias Rbh = 1; h0 = 1. z = r = sigmoid(0) = 0.5.
+  // linear_before_reset=0: hh = tanh(Rh*(r*h) + Rbh) = tanh(1.5)
+  // linear_before_reset=1: hh = tanh(r*(Rh*h + Rbh)) = tanh(1.0)
+  // H = (1-z)*hh + z*h0.
+  Tensor x = f32({2, 1, 1}, {0, 0});
+  Tensor w = f32({1, 3, 1}, {0, 0, 0});
+  Tensor r = f32({1, 3, 1}, {0, 0, 1});
+  Tensor b = f32({1, 6}, {0, 0, 0, 0, 0, 1});
+  Tensor lens(DType::I32, {1});
+  lens.set_i64(0, 1);  // only the first step runs
+  for (int lbr : {0, 1}) {
+    auto attrs = std::map<std::string, Attribute>{{"hidden_size", Attribute::of_int(1)},
+                                                  {"linear_before_reset", Attribute::of_int(lbr)}};
+    RtValue y = run_global("GRU", {x, w, r, b, lens, f32({1, 1, 1}, {1})}, attrs, 2, 0);
+    const double hh = std::tanh(lbr ? 1.0 : 1.5);
+    EXPECT_NEAR(y.tensor.get_f64(0), 0.5 * hh + 0.5, 1e-6);
+    EXPECT_EQ(y.tensor.get_f64(1), 0.0);  // beyond sequence_lens
+  }
+}
+
+TEST(OpsControlRnn, RejectsBadInput) {
+  auto attrs = std::map<std::string, Attribute>{{"hidden_size", Attribute::of_int(1)}};
+  // W has the wrong second dim for an LSTM (4*hidden expected).
+  EXPECT_THROW(run_global("LSTM", {f32({1, 1, 1}, {1}), f32({1, 3, 1}, {0, 0, 0}), f32({1, 4, 1}, {0, 0, 0, 0})}, attrs),
+               Error);
+  Tensor lens(DType::I32, {1});
+  lens.set_i64(0, 5);  // longer than the sequence
+  EXPECT_THROW(run_global("RNN", {f32({1, 1, 1}, {1}), f32({1, 1, 1}, {1}), f32({1, 1, 1}, {1}), Tensor(), lens}, attrs),
+               Error);
+  auto bad_dir = attrs;
+  bad_dir["direction"] = Attribute::of_string("sideways");
+  EXPECT_THROW(run_global("RNN", {f32({1, 1, 1}, {1}), f32({1, 1, 1}, {1}), f32({1, 1, 1}, {1})}, bad_dir), Error);
+}
+
+TEST(OpsControlQuantize, RoundsHalfToEvenAndSaturates) {
+  Tensor x = f32({6}, {0.5f, 1.5f, 2.5f, -0.5f, 1000, -1000});
+  Tensor zp(DType::I8, {});
+  zp.set_i64(0, 1);
+  RtValue y = run_global("QuantizeLinear", {x, Tensor::scalar_f32(1), zp});
+  std::vector<int64_t> got;
+  for (int64_t i = 0; i < 6; ++i) got.push_back(y.tensor.get_i64(i));
+  // rint: 0, 2, 2, -0 ; +1 ; saturate to [-128, 127]
+  EXPECT_EQ(got, (std::vector<int64_t>{1, 3, 3, 1, 127, -128}));
+  EXPECT_EQ(y.tensor.dtype(), DType::I8);
+}
+
+TEST(OpsControlQuantize, BlockedDequantize) {
+  // x [1,5], blocks of 2 along axis 1: scales 1, 10, 100.
+  Tensor x(DType::I4, {1, 5});
+  for (int64_t i = 0; i < 5; ++i) x.set_i64(i, i - 2);
+  auto attrs = std::map<std::string, Attribute>{{"axis", Attribute::of_int(1)}, {"block_size", Attribute::of_int(2)}};
+  RtValue y = run_global("DequantizeLinear", {x, f32({1, 3}, {1, 10, 100})}, attrs);
+  EXPECT_EQ(floats_of(y.tensor), (std::vector<float>{-2, -1, 0, 10, 200}));
+  // Wrong blocked scale shape, and a zero point of another dtype.
+  EXPECT_THROW(run_global("DequantizeLinear", {x, f32({1, 2}, {1, 10})}, attrs), Error);
+  Tensor zp(DType::U8, {});
+  EXPECT_THROW(run_global("DequantizeLinear", {x, Tensor::scalar_f32(1), zp}), Error);
+  EXPECT_THROW(run_global("QuantizeLinear", {Tensor::scalar_i64(1), Tensor::scalar_f32(1)}), Error);  // i64 x
+}
+
+TEST(OpsControlStrings, SplitFollowsPythonSemantics) {
+  auto attrs = std::map<std::string, Attribute>{{"maxsplit", Attribute::of_int(1)}};
+  RtValue y = run_global("StringSplit", {strings({2}, {"  a b  c ", ""})}, attrs, 2, 0);
+  EXPECT_EQ(y.tensor.shape(), (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(y.tensor.strings(), (std::vector<std::string>{"a", "b  c ", "", ""}));
+  auto dash = std::map<std::string, Attribute>{{"delimiter", Attribute::of_string("--")}};
+  RtValue z = run_global("StringSplit", {strings({1}, {"--x----"})}, dash, 2, 0);
+  EXPECT_EQ(z.tensor.strings(), (std::vector<std::string>{"", "x", "", ""}));
+}
+
+TEST(OpsControlStrings, NormalizerAndRegex) {
+  auto attrs = std::map<std::string, Attribute>{{"stopwords", Attribute::of_strings({"the"})},
+                                                {"case_change_action", Attribute::of_string("UPPER")}};
+  RtValue y = run_global("StringNormalizer", {strings({1, 3}, {"The", "cat", "THE"})}, attrs);
+  EXPECT_EQ(y.tensor.shape(), (std::vector<int64_t>{1, 1}));
+  EXPECT_EQ(y.tensor.strings()[0], "CAT");
+  auto re = std::map<std::string, Attribute>{{"pattern", Attribute::of_string("(?i)(?P<w>ab)+\\z")}};
+  RtValue m = run_global("RegexFullMatch", {strings({3}, {"abAB", "aba", ""})}, re);
+  EXPECT_EQ(m.tensor.get_i64(0), 1);
+  EXPECT_EQ(m.tensor.get_i64(1), 0);
+  EXPECT_EQ(m.tensor.get_i64(2), 0);
+  auto lookahead = std::map<std::string, Attribute>{{"pattern", Attribute::of_string("a(?=b)")}};
+  EXPECT_THROW(run_global("RegexFullMatch", {strings({1}, {"ab"})}, lookahead), Error);
+  auto broken = std::map<std::string, Attribute>{{"pattern", Attribute::of_string("(ab")}};
+  EXPECT_THROW(run_global("RegexFullMatch", {strings({1}, {"ab"})}, broken), Error);
+  EXPECT_THROW(run_global("StringConcat", {strings({2}, {"a", "b"}), strings({3}, {"a", "b", "c"})}), Error);
+}
+
+TEST(OpsControlSignal, DftOfAnImpulseAndRealRoundTrip) {
+  // DFT of [1, 0, 0, 0] is all ones; of [0, 1, 0, 0] is [1, -i, -1, i].
+  RtValue y = run_global("DFT", {f32({1, 4, 1}, {0, 1, 0, 0})});
+  EXPECT_EQ(y.tensor.shape(), (std::vector<int64_t>{1, 4, 2}));
+  const std::vector<float> want{1, 0, 0, -1, -1, 0, 0, 1};
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(y.tensor.get_f64(static_cast<int64_t>(i)), want[i], 1e-6);
+  // rfft then irfft gives the signal back.
+  Tensor sig = f32({1, 5, 1}, {1, 2, 3, 4, 5});
+  RtValue half = run_global("DFT", {sig}, {{"onesided", Attribute::of_int(1)}});
+  EXPECT_EQ(half.tensor.shape(), (std::vector<int64_t>{1, 3, 2}));
+  RtValue back = run_global("DFT", {half.tensor, Tensor::scalar_i64(5)},
+                            {{"onesided", Attribute::of_int(1)}, {"inverse", Attribute::of_int(1)}});
+  for (int64_t i = 0; i < 5; ++i) EXPECT_NEAR(back.tensor.get_f64(i), i + 1, 1e-5);
+  EXPECT_THROW(run_global("DFT", {sig, Tensor(), Tensor::scalar_i64(2)}), Error);  // the complex axis
+}
+
+TEST(OpsControlSignal, Windows) {
+  // Symmetric Hann of 3: [0, 1, 0]; periodic Hann of 4: [0, 0.5, 1, 0.5].
+  RtValue s = run_global("HannWindow", {Tensor::scalar_i64(3)}, {{"periodic", Attribute::of_int(0)}});
+  EXPECT_NEAR(s.tensor.get_f64(1), 1.0, 1e-7);
+  EXPECT_NEAR(s.tensor.get_f64(2), 0.0, 1e-7);
+  RtValue p = run_global("HannWindow", {Tensor::scalar_i64(4)});
+  EXPECT_NEAR(p.tensor.get_f64(1), 0.5, 1e-7);
+  EXPECT_THROW(run_global("HannWindow", {Tensor::scalar_f32(4)}), Error);
+}
+
+TEST(OpsControlRandom, SeededStreamsMatchNumpyRandomState) {
+  // Values from numpy.random.RandomState(seed).rand / randn / binomial(1, p).
+  RtValue u = run_global("RandomUniform", {}, {{"shape", Attribute::of_ints({4})}, {"seed", Attribute::of_float(0)},
+                                               {"dtype", Attribute::of_int(11)}});
+  EXPECT_DOUBLE_EQ(u.tensor.get_f64(0), 0.5488135039273248);
+  EXPECT_DOUBLE_EQ(u.tensor.get_f64(3), 0.5448831829968969);
+  RtValue g = run_global("RandomNormal", {}, {{"shape", Attribute::of_ints({5})}, {"seed", Attribute::of_float(5)},
+                                              {"dtype", Attribute::of_int(11)}});
+  EXPECT_NEAR(g.tensor.get_f64(0), 0.44122748688504143, 1e-15);
+  EXPECT_NEAR(g.tensor.get_f64(2), 2.43077118700778, 1e-14);
+  Tensor p(DType::F64, {8});
+  const double ps[] = {0.1, 0.9, 0.5, 0.3, 0.7, 0.99, 0.01, 0.6};
+  for (int i = 0; i < 8; ++i) p.set_f64(i, ps[i]);
+  RtValue b = run_global("Bernoulli", {p}, {{"seed", Attribute::of_float(3)}});
+  std::vector<int64_t> got;
+  for (int i = 0; i < 8; ++i) got.push_back(b.tensor.get_i64(i));
+  EXPECT_EQ(got, (std::vector<int64_t>{0, 1, 0, 0, 0, 1, 0, 1}));
+  p.set_f64(0, 1.5);
+  EXPECT_THROW(run_global("Bernoulli", {p}), Error);
+}
+
 }  // namespace
 }  // namespace tessel

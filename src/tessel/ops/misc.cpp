@@ -9,6 +9,7 @@ void register_quantize_ops(OpRegistry& r);  // quantize.cpp: (De)QuantizeLinear,
 void register_string_ops(OpRegistry& r);    // string_ops.cpp: StringConcat/Split/Normalizer, RegexFullMatch
 void register_text_ops(OpRegistry& r);      // text.cpp: TfIdfVectorizer
 void register_signal_ops(OpRegistry& r);    // signal.cpp: DFT, STFT, windows, MelWeightMatrix
+void register_random_ops(OpRegistry& r);    // random.cpp: Random*, Bernoulli, Multinomial
 
 void register_misc_ops(OpRegistry& r) {
   register_rnn_ops(r);
@@ -16,6 +17,7 @@ void register_misc_ops(OpRegistry& r) {
   register_string_ops(r);
   register_text_ops(r);
   register_signal_ops(r);
+  register_random_ops(r);
 }
 
 }  // namespace tessel
