@@ -491,5 +491,24 @@ TEST(OpsControlRandom, SeededStreamsMatchNumpyRandomState) {
   EXPECT_THROW(run_global("Bernoulli", {p}), Error);
 }
 
+TEST(OpsControlImage, DecodesPnmAndRefusesTruncatedOrUnknownData) {
+  const std::string pnm = "P6\n# c\n2 1\n255\n\x01\x02\x03\x04\x05\x06";
+  Tensor x(DType::U8, {static_cast<int64_t>(pnm.size())});
+  for (size_t i = 0; i < pnm.size(); ++i) x.set_i64(static_cast<int64_t>(i), static_cast<unsigned char>(pnm[i]));
+  RtValue bgr = run_global("ImageDecoder", {x}, {{"pixel_format", Attribute::of_string("BGR")}});
+  EXPECT_EQ(bgr.tensor.shape(), (std::vector<int64_t>{1, 2, 3}));
+  std::vector<int64_t> got;
+  for (int64_t i = 0; i < 6; ++i) got.push_back(bgr.tensor.get_i64(i));
+  EXPECT_EQ(got, (std::vector<int64_t>{3, 2, 1, 6, 5, 4}));
+  Tensor cut(DType::U8, {12});  // header only, no samples
+  for (int64_t i = 0; i < 12; ++i) cut.set_i64(i, static_cast<unsigned char>(pnm[static_cast<size_t>(i)]));
+  EXPECT_THROW(run_global("ImageDecoder", {cut}), Error);
+  Tensor png(DType::U8, {8});
+  const unsigned char sig[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  for (int64_t i = 0; i < 8; ++i) png.set_i64(i, sig[i]);
+  EXPECT_THROW(run_global("ImageDecoder", {png}), Error);
+  EXPECT_THROW(run_global("ImageDecoder", {Tensor(DType::U8, {4})}), Error);
+}
+
 }  // namespace
 }  // namespace tessel

@@ -10,6 +10,7 @@ void register_string_ops(OpRegistry& r);    // string_ops.cpp: StringConcat/Spli
 void register_text_ops(OpRegistry& r);      // text.cpp: TfIdfVectorizer
 void register_signal_ops(OpRegistry& r);    // signal.cpp: DFT, STFT, windows, MelWeightMatrix
 void register_random_ops(OpRegistry& r);    // random.cpp: Random*, Bernoulli, Multinomial
+void register_image_decoder_ops(OpRegistry& r);  // image_decoder.cpp: ImageDecoder
 
 void register_misc_ops(OpRegistry& r) {
   register_rnn_ops(r);
@@ -18,6 +19,7 @@ void register_misc_ops(OpRegistry& r) {
   register_text_ops(r);
   register_signal_ops(r);
   register_random_ops(r);
+  register_image_decoder_ops(r);
 }
 
 }  // namespace tessel
