@@ -22,9 +22,12 @@ const std::vector<std::string>& emit_kinds() {
   return kinds;
 }
 
+// Joins unique names in order of first appearance (a pass may run twice).
 std::string join(const std::vector<std::string>& v) {
   std::string out;
-  for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
+  for (size_t i = 0; i < v.size(); ++i)
+    if (std::find(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(i), v[i]) == v.begin() + static_cast<std::ptrdiff_t>(i))
+      out += (out.empty() ? "" : ", ") + v[i];
   return out;
 }
 
