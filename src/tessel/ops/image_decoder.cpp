@@ -42,7 +42,8 @@ struct Bytes {
 };
 
 void check_dims(int64_t h, int64_t w) {
-  TS_CHECK(h > 0 && w > 0 && h <= (1 << 16) && w <= (1 << 16), "ImageDecoder: bad image size ", w, "x", h);
+  TS_CHECK(h > 0 && w > 0 && h <= (1 << 16) && w <= (1 << 16) && h * w <= (int64_t{1} << 28),
+           "ImageDecoder: bad image size ", w, "x", h);
 }
 
 // ---- BMP ---------------------------------------------------------------------------

@@ -24,19 +24,30 @@ using cd = std::complex<double>;
 bool is_signal_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::F64; }
 bool is_i32_i64(DType t) { return t == DType::I32 || t == DType::I64; }
 
-cd twiddle(int64_t k, int64_t n, int64_t len, bool inverse) {
-  // (k*n) mod len without overflow for any realistic len.
-  const int64_t m = static_cast<int64_t>((static_cast<__int128>(k) * n) % len);
-  const double a = 2 * std::numbers::pi * static_cast<double>(m) / static_cast<double>(len);
-  return {std::cos(a), inverse ? std::sin(a) : -std::sin(a)};
+// exp(-+2*pi*i*m/len) for m in [0, len): every twiddle factor a transform of
+// this length needs, each computed once from an exactly reduced angle.
+std::vector<cd> twiddles(int64_t len, bool inverse) {
+  std::vector<cd> t(static_cast<size_t>(len));
+  for (int64_t m = 0; m < len; ++m) {
+    const double a = 2 * std::numbers::pi * static_cast<double>(m) / static_cast<double>(len);
+    t[static_cast<size_t>(m)] = {std::cos(a), inverse ? std::sin(a) : -std::sin(a)};
+  }
+  return t;
 }
 
-// out[k] = sum_n in[n] * exp(-+2*pi*i*k*n/len) for k < out.size(); `in` is
+// out[k] = sum_n in[n] * tw[(k*n) mod len] for k < out.size(); `in` is
 // already zero-padded/truncated to len. The inverse is scaled by 1/len.
-void dft_line(const std::vector<cd>& in, int64_t len, bool inverse, std::vector<cd>* out) {
+void dft_line(const std::vector<cd>& in, const std::vector<cd>& tw, bool inverse, std::vector<cd>* out) {
+  const int64_t len = static_cast<int64_t>(tw.size());
   for (size_t k = 0; k < out->size(); ++k) {
+    const int64_t step = static_cast<int64_t>(k) % len;
     cd acc = 0;
-    for (int64_t n = 0; n < len; ++n) acc += in[static_cast<size_t>(n)] * twiddle(static_cast<int64_t>(k), n, len, inverse);
+    int64_t m = 0;  // (k*n) mod len, advanced without multiplying
+    for (int64_t n = 0; n < len; ++n) {
+      acc += in[static_cast<size_t>(n)] * tw[static_cast<size_t>(m)];
+      m += step;
+      if (m >= len) m -= len;
+    }
     (*out)[k] = inverse ? acc / static_cast<double>(len) : acc;
   }
 }
@@ -44,14 +55,15 @@ void dft_line(const std::vector<cd>& in, int64_t len, bool inverse, std::vector<
 // Real signal of length len from its one-sided spectrum (numpy irfft): bins
 // beyond the input are zero, the imaginary parts of bin 0 and (for even len)
 // bin len/2 do not contribute.
-void irfft_line(const std::vector<cd>& half, int64_t len, std::vector<double>* out) {
+void irfft_line(const std::vector<cd>& half, const std::vector<cd>& tw, std::vector<double>* out) {
+  const int64_t len = static_cast<int64_t>(tw.size());
   const int64_t bins = len / 2 + 1;
   auto bin = [&](int64_t k) { return k < static_cast<int64_t>(half.size()) ? half[static_cast<size_t>(k)] : cd(0); };
   for (int64_t t = 0; t < len; ++t) {
     double acc = bin(0).real();
     for (int64_t k = 1; k < bins; ++k) {
       const bool nyquist = len % 2 == 0 && k == len / 2;
-      const double term = (bin(k) * twiddle(k, t, len, true)).real();
+      const double term = (bin(k) * tw[static_cast<size_t>((k * t) % len)]).real();
       acc += nyquist ? term : 2 * term;
     }
     (*out)[static_cast<size_t>(t)] = acc / static_cast<double>(len);
@@ -66,6 +78,8 @@ int64_t read_scalar_int(const Tensor& t, const Node& n, const char* what) {
 }
 
 // ---- DFT -----------------------------------------------------------------------------
+
+constexpr int64_t kMaxDftLength = int64_t{1} << 20;
 
 struct DftParams {
   int64_t axis = 0, length = 0;
@@ -133,6 +147,9 @@ void kernel_dft(KernelContext& ctx) {
   if (ctx.has_input(1)) p.length = read_scalar_int(ctx.input(1), n, "dft_length");
   else p.length = p.inverse && p.onesided ? 2 * (in_len - 1) : in_len;
   TS_CHECK(p.length >= 1, n.describe(), ": dft_length must be positive, got ", p.length);
+  // The direct transform is quadratic; beyond this it would not finish.
+  TS_CHECK(p.length <= kMaxDftLength, n.describe(), ": dft_length ", p.length, " exceeds the reference limit of ",
+           kMaxDftLength);
 
   const bool irfft = p.inverse && p.onesided;
   const int64_t out_len = !p.inverse && p.onesided ? p.length / 2 + 1 : p.length;
@@ -150,6 +167,7 @@ void kernel_dft(KernelContext& ctx) {
   std::vector<cd> line(static_cast<size_t>(irfft ? take : p.length));
   std::vector<cd> spec(static_cast<size_t>(out_len));
   std::vector<double> real(static_cast<size_t>(irfft ? p.length : 0));
+  const std::vector<cd> tw = twiddles(p.length, p.inverse);
   for (int64_t o = 0; o < outer; ++o) {
     for (int64_t i = 0; i < inner; ++i) {
       std::fill(line.begin(), line.end(), cd(0));
@@ -157,8 +175,8 @@ void kernel_dft(KernelContext& ctx) {
         const int64_t base = ((o * in_len + t) * inner + i) * comps;
         line[static_cast<size_t>(t)] = cd(x.get_f64(base), comps == 2 ? x.get_f64(base + 1) : 0.0);
       }
-      if (irfft) irfft_line(line, p.length, &real);
-      else dft_line(line, p.length, p.inverse, &spec);
+      if (irfft) irfft_line(line, tw, &real);
+      else dft_line(line, tw, p.inverse, &spec);
       for (int64_t k = 0; k < out_len; ++k) {
         const int64_t base = ((o * out_len + k) * inner + i) * oc;
         if (irfft) {
@@ -239,12 +257,15 @@ void kernel_stft(KernelContext& ctx) {
              " differs from frame_length ", frame);
   }
   TS_CHECK(frame >= 1 && frame <= len, n.describe(), ": frame_length ", frame, " must be in [1, ", len, "]");
+  TS_CHECK(frame <= kMaxDftLength, n.describe(), ": frame_length ", frame, " exceeds the reference limit of ",
+           kMaxDftLength);
   const bool onesided = n.attr_int("onesided", 1) != 0;
   TS_CHECK(!(onesided && comps == 2), n.describe(), ": onesided output needs a real signal");
   const int64_t frames = (len - frame) / step + 1;
   const int64_t bins = onesided ? frame / 2 + 1 : frame;
   Tensor y(x.dtype(), {batch, frames, bins, 2});
   std::vector<cd> line(static_cast<size_t>(frame)), spec(static_cast<size_t>(bins));
+  const std::vector<cd> tw = twiddles(frame, false);
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t f = 0; f < frames; ++f) {
       for (int64_t t = 0; t < frame; ++t) {
@@ -252,7 +273,7 @@ void kernel_stft(KernelContext& ctx) {
         const double w = window ? window->get_f64(t) : 1.0;
         line[static_cast<size_t>(t)] = cd(x.get_f64(base), comps == 2 ? x.get_f64(base + 1) : 0.0) * w;
       }
-      dft_line(line, frame, false, &spec);
+      dft_line(line, tw, false, &spec);
       for (int64_t k = 0; k < bins; ++k) {
         const int64_t base = ((b * frames + f) * bins + k) * 2;
         y.set_f64(base, spec[static_cast<size_t>(k)].real());
@@ -336,6 +357,7 @@ void kernel_mel(KernelContext& ctx) {
   TS_CHECK(mels >= 1 && dft >= 1 && rate >= 1, n.describe(), ": num_mel_bins, dft_length and sample_rate must be positive");
   TS_CHECK(lo >= 0 && lo <= hi, n.describe(), ": need 0 <= lower_edge_hertz <= upper_edge_hertz");
   const int64_t bins = dft / 2 + 1;
+  Tensor y(output_datatype(n), {bins, mels});  // checks the size before any other allocation
   auto to_mel = [](double hz) { return 2595.0 * std::log10(1.0 + hz / 700.0); };
   const double lo_mel = to_mel(lo), step = (to_mel(hi) - lo_mel) / static_cast<double>(mels + 2);
   std::vector<int64_t> points(static_cast<size_t>(mels + 2));
@@ -358,7 +380,6 @@ void kernel_mel(KernelContext& ctx) {
     for (int64_t j = center; j < right; ++j)
       w[static_cast<size_t>(j * mels + m)] = static_cast<double>(right - j) / static_cast<double>(right - center);
   }
-  Tensor y(output_datatype(n), {bins, mels});
   for (int64_t i = 0; i < y.numel(); ++i) y.set_f64(i, w[static_cast<size_t>(i)]);
   ctx.set_output(0, y);
 }
