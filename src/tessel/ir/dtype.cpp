@@ -196,22 +196,23 @@ EncodeTable build_table(const SmallFloat& f) {
 uint8_t encode_small(const SmallFloat& f, const EncodeTable& t, double v, bool saturate) {
   const int total = 1 + f.exp_bits + f.man_bits;
   const uint8_t sign_bit = static_cast<uint8_t>(1u << (total - 1));
-  const uint8_t nan = f.uz ? sign_bit : static_cast<uint8_t>((1u << total) - 1);
-  if (std::isnan(v)) return nan;
+  // Positive quiet NaN pattern (S=0, all other bits set); FNUZ has only 0x80.
+  const uint8_t nan = f.uz ? sign_bit : static_cast<uint8_t>((1u << (total - 1)) - 1);
   const bool neg = std::signbit(v);
+  if (std::isnan(v)) return f.uz ? nan : static_cast<uint8_t>((neg ? sign_bit : 0) | nan);
   const double a = std::fabs(v);
   const uint8_t sign = neg ? sign_bit : 0;
   const double max = t.vals[t.n - 1];
   const uint8_t inf_pat = static_cast<uint8_t>(((1u << f.exp_bits) - 1) << f.man_bits);
+  // Out of range: the largest finite value when saturating (ONNX Cast-19
+  // maps ±inf there too), else ±inf where the format has it, else NaN (signed
+  // for E4M3FN, the single 0x80 for FNUZ).
   auto overflow = [&]() -> uint8_t {
     if (saturate) return sign | t.pats[t.n - 1];
     if (f.has_inf) return sign | inf_pat;
-    return nan;
+    return f.uz ? nan : static_cast<uint8_t>(sign | nan);
   };
-  if (std::isinf(a)) {
-    if (f.uz) return nan;
-    return overflow();
-  }
+  if (std::isinf(a)) return overflow();
   // Values beyond max round to max only when within half an ulp of it.
   const double ulp_top = max - t.vals[t.n - 2];
   if (a >= max + ulp_top / 2 && !(a == max + ulp_top / 2 && (t.pats[t.n - 1] & 1) == 0))
@@ -248,17 +249,17 @@ const EncodeTable& table_for(DType t) {
 
 uint8_t double_to_f8_bits(DType t, double v, bool saturate) {
   if (t == DType::F8E8M0) {
-    // Exponent-only format: 2^(b-127), 0xFF is NaN. Rounds to nearest power
-    // of two (ties up), saturating at 2^127 / 2^-127.
-    if (std::isnan(v) || v <= 0) return std::isnan(v) || !saturate ? 0xFF : 0;
-    if (std::isinf(v)) return saturate ? 0xFE : 0xFF;
-    int e;
-    double m = std::frexp(v, &e);  // v = m * 2^e, m in [0.5, 1)
-    int exp = e - 1;               // v = (2m) * 2^exp, 2m in [1, 2)
-    if (2 * m > 1.5) ++exp;        // round to nearest power (ONNX default "up" handled by Cast)
-    if (exp > 127) return saturate ? 0xFE : 0xFF;
-    if (exp < -127) return 0;
-    return static_cast<uint8_t>(exp + 127);
+    // Exponent-only format 2^(b-127), 0xFF = NaN. Follows ONNX Cast's default
+    // round_mode "up" on the float32 bits of v: the exponent field is bumped
+    // when any mantissa bit is set; NaN/inf give 0xFF; the sign is ignored;
+    // saturation stops at 0xFE. (Cast itself also implements down/nearest.)
+    const float f = static_cast<float>(v);
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    uint32_t e = (bits >> 23) & 0xFF;
+    if (e == 0xFF) return 0xFF;
+    if ((bits & 0x7FFFFF) != 0 && !(saturate && e == 0xFE)) ++e;
+    return static_cast<uint8_t>(e);
   }
   return encode_small(format_of(t), table_for(t), v, saturate);
 }
@@ -272,6 +273,8 @@ double f8_bits_to_double(DType t, uint8_t b) {
 }
 
 uint8_t double_to_f4e2m1_bits(double v) {
+  // E2M1 has no NaN; the ONNX reference (ml_dtypes) encodes NaN as 0b1000.
+  if (std::isnan(v)) return 0x8;
   return encode_small(format_of(DType::F4E2M1), table_for(DType::F4E2M1), v, true);
 }
 
