@@ -5,8 +5,9 @@
 // It runs after every pass of the pipeline, so it only complains about what
 // is certainly wrong: a declared dim that is symbolic where inference found
 // another expression is accepted (the exporter's names are unified by shape
-// inference, not here), and a node whose inference throws or knows less than
-// the declared type is compared only where both sides are known.
+// inference, not here); a node whose inference throws is not checked, and
+// one whose inference knows less than the declared type is compared only
+// where both sides are known.
 #include "tessel/ir/verifier.h"
 
 #include <functional>
@@ -233,10 +234,14 @@ void check_node(const Node& n, const OpRegistry& reg, const VerifyOptions& o) {
   for (const Value* v : n.inputs)
     if (v && v->type.is_tensor() && v->type.dtype == DType::Undefined) inputs_known = false;
   if (!inputs_known) return;
+  // An inference error is not a verification error: the shape-inference pass
+  // reports those where they matter, and a branch of an If with a constant
+  // condition may be statically inconsistent (ONNX function bodies expanded
+  // for several ranks hold such branches) without being wrong.
   try {
     s->infer(ctx);
-  } catch (const Error& e) {
-    fail(g, "inference of ", n.describe(), " fails: ", e.what());
+  } catch (const Error&) {
+    return;
   }
   for (size_t i = 0; i < n.outputs.size() && i < ctx.out_types.size(); ++i)
     if (n.outputs[i])
