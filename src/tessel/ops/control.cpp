@@ -104,8 +104,10 @@ void infer_loop(InferContext& ctx) {
     in.push_back(ctx.has_input(2 + i) ? ctx.input_type(2 + i) : body.inputs[2 + i]->type);
   std::vector<Type> out = subgraph_output_types(ctx, body, in);
   TS_CHECK(out.size() == body.outputs.size(), n.describe(), ": body inference gave ", out.size(), " outputs");
-  // A carried value may change shape between iterations.
-  for (size_t i = 0; i < s.n_carried; ++i) ctx.set_output_type(i, merge_types(in[2 + i], out[1 + i], n, i));
+  // A carried value may change shape between iterations. Its type is the
+  // body's (an optional initial value may become a plain one, as ONNX types it).
+  for (size_t i = 0; i < s.n_carried; ++i)
+    ctx.set_output_type(i, in[2 + i].kind == out[1 + i].kind ? merge_types(in[2 + i], out[1 + i], n, i) : out[1 + i]);
   // The trip count is only known at run time (cond may end the loop early).
   const Dim trips = fresh_dim(n, 0, "trips");
   for (size_t k = 0; k < s.n_scan; ++k) {

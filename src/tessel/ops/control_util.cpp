@@ -133,6 +133,10 @@ Dim fresh_dim(const Node& n, size_t out, const std::string& what) {
 
 namespace {
 Type merge_rec(const Type& a, const Type& b, const Node& n, size_t out, int depth) {
+  // A value that is optional on one path and present on the other is optional.
+  if (a.kind == Type::Kind::Optional && b.kind != Type::Kind::Optional)
+    return Type::optional(a.elem ? merge_rec(*a.elem, b, n, out, depth + 1) : b);
+  if (b.kind == Type::Kind::Optional && a.kind != Type::Kind::Optional) return merge_rec(b, a, n, out, depth);
   TS_CHECK(a.kind == b.kind, n.describe(), ": output ", out, " has type ", a.str(), " on one path and ", b.str(),
            " on another");
   if (a.kind != Type::Kind::Tensor) {

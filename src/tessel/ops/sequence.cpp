@@ -53,8 +53,10 @@ void check_position_type(const InferContext& ctx, size_t i) {
   const Type& t = ctx.input_type(i);
   TS_CHECK(t.is_tensor() && (t.dtype == DType::I32 || t.dtype == DType::I64 || t.dtype == DType::Undefined),
            ctx.node.describe(), ": position must be an int32 or int64 tensor, got ", t.str());
+  // Exporters also write a one-element 1-D tensor.
   if (t.shape)
-    TS_CHECK(t.shape->empty(), ctx.node.describe(), ": position must be a scalar, got ", t.str());
+    TS_CHECK(t.shape->empty() || (t.shape->size() == 1 && (*t.shape)[0] == Dim(1)), ctx.node.describe(),
+             ": position must be a scalar, got ", t.str());
 }
 
 void check_same_dtype(const Node& n, DType a, DType b) {
