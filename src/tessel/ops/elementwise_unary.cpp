@@ -1,5 +1,5 @@
 // Unary math ops: Abs Neg Reciprocal Sqrt Exp Log, trigonometric and
-// hyperbolic functions, Erf, Ceil Floor Round Sign, IsNaN IsInf, Not BitwiseNot.
+// hyperbolic functions (Tanh included), Erf, Ceil Floor Round Sign, IsNaN IsInf, Not BitwiseNot.
 #include <cmath>
 
 #include "tessel/ops/elementwise.h"
@@ -32,6 +32,7 @@ TS_FLOAT_FN(CoshFn, std::cosh(x))
 TS_FLOAT_FN(AsinhFn, std::asinh(x))
 TS_FLOAT_FN(AcoshFn, std::acosh(x))
 TS_FLOAT_FN(AtanhFn, std::atanh(x))
+TS_FLOAT_FN(TanhFn, std::tanh(x))
 TS_FLOAT_FN(ErfFn, std::erf(x))
 TS_FLOAT_FN(CeilFn, std::ceil(x))
 TS_FLOAT_FN(FloorFn, std::floor(x))
@@ -160,6 +161,7 @@ void register_unary_ops(OpRegistry& r) {
   r.add(unary("Log", infer_float_unary, float_unary_kernel<LogFn>, 1, upgrade_legacy_unary));
   r.add(unary("Ceil", infer_float_unary, float_unary_kernel<CeilFn>, 1, upgrade_legacy_unary));
   r.add(unary("Floor", infer_float_unary, float_unary_kernel<FloorFn>, 1, upgrade_legacy_unary));
+  r.add(unary("Tanh", infer_float_unary, float_unary_kernel<TanhFn>, 1, upgrade_legacy_unary));
 
   r.add(unary("Sin", infer_float_unary, float_unary_kernel<SinFn>, 7));
   r.add(unary("Cos", infer_float_unary, float_unary_kernel<CosFn>, 7));
