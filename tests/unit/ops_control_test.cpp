@@ -508,6 +508,11 @@ TEST(OpsControlImage, DecodesPnmAndRefusesTruncatedOrUnknownData) {
   for (int64_t i = 0; i < 8; ++i) png.set_i64(i, sig[i]);
   EXPECT_THROW(run_global("ImageDecoder", {png}), Error);
   EXPECT_THROW(run_global("ImageDecoder", {Tensor(DType::U8, {4})}), Error);
+  // A JPEG that ends right after its frame header.
+  const unsigned char jpg[] = {0xFF, 0xD8, 0xFF, 0xC0, 0x00, 0x0B, 0x08, 0x00, 0x10, 0x00, 0x10, 0x01, 0x01, 0x11, 0x00};
+  Tensor j(DType::U8, {static_cast<int64_t>(sizeof(jpg))});
+  for (int64_t i = 0; i < j.numel(); ++i) j.set_i64(i, jpg[i]);
+  EXPECT_THROW(run_global("ImageDecoder", {j}), Error);
 }
 
 }  // namespace

@@ -3,11 +3,12 @@
 //
 // Only the formats a small, exact decoder can handle are supported: BMP
 // (uncompressed 24/32-bit), PNM (P5/P6, maxval <= 255), TIFF (uncompressed,
-// 8-bit, gray or chunky RGB/RGBA) and PNG (8-bit, non-interlaced, every
-// colour type; a small inflate is included). JPEG, JPEG 2000 and WebP are
-// refused with an Error: matching a reference decoder bit for bit would need
-// its exact IDCT and upsampling. Alpha is dropped. Grayscale from colour uses
-// the ITU-R 601 luma weights in 16-bit fixed point, as Pillow's "L" does.
+// 8-bit, gray or chunky RGB/RGBA), PNG (8-bit, non-interlaced, every colour
+// type; a small inflate is included) and baseline JPEG (image_jpeg.cpp,
+// following libjpeg-turbo's default integer pipeline, which the reference
+// outputs come from). Progressive JPEG, JPEG 2000 and WebP are refused with
+// an Error. Alpha is dropped. Grayscale from colour uses the ITU-R 601 luma
+// weights in 16-bit fixed point, as Pillow's "L" conversion does.
 #include <array>
 #include <cstring>
 
@@ -18,6 +19,8 @@
 namespace tessel {
 
 void register_image_decoder_ops(OpRegistry& r);
+// image_jpeg.cpp: baseline JPEG, bit exact with libjpeg-turbo's defaults.
+void decode_jpeg(const uint8_t* data, size_t n, int64_t* h, int64_t* w, int64_t* channels, std::vector<uint8_t>* px);
 
 namespace {
 
@@ -416,7 +419,11 @@ Image decode(const Bytes& b) {
   if (starts("P5") || starts("P6")) return decode_pnm(b);
   if (starts("II*") || starts("MM\x00*")) return decode_tiff(b);
   if (starts("\x89PNG\r\n\x1a\n")) return decode_png(b);
-  if (starts("\xff\xd8")) fail("ImageDecoder: JPEG is not supported by the reference decoder");
+  if (starts("\xff\xd8")) {
+    Image img;
+    decode_jpeg(b.p, b.n, &img.h, &img.w, &img.channels, &img.px);
+    return img;
+  }
   if (b.n >= 12 && std::memcmp(b.p, "RIFF", 4) == 0 && std::memcmp(b.p + 8, "WEBP", 4) == 0)
     fail("ImageDecoder: WebP is not supported by the reference decoder");
   if (starts("\x00\x00\x00\x0cjP") || starts("\xff\x4f\xff\x51"))
