@@ -326,6 +326,8 @@ std::optional<Dim> slice_count_sym(const Dim& dim, const Dim& start, const Dim& 
   };
   auto s = norm(start, false), e = norm(end, true);
   if (!s || !e) return std::nullopt;
+  // From the start, the clamped end is never before it.
+  if (step > 0 && *s == Dim(0)) return Dim::ceildiv(*e, step);
   const Dim span = step > 0 ? *e - *s : *s - *e;
   return Dim::max(Dim::ceildiv(span, step > 0 ? step : -step), 0);
 }

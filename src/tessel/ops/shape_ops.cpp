@@ -364,8 +364,16 @@ void expand_infer(InferContext& ctx) {
   const auto target = ctx.input_dims_value(1);
   if (!target || !ctx.has_shape(0)) {
     if (auto len = known_length(ctx, 1); len && ctx.has_shape(0)) {
-      const size_t r = std::max(static_cast<size_t>(*len), ctx.input_shape(0).size());
-      ctx.set_output(0, dt, fresh_shape(ctx, 0, r));
+      // The target is unknown, but an input dim that is a constant other
+      // than 1 can only broadcast to itself.
+      const Shape& in = ctx.input_shape(0);
+      const size_t r = std::max(static_cast<size_t>(*len), in.size());
+      Shape out = fresh_shape(ctx, 0, r);
+      for (size_t i = 0; i < in.size(); ++i) {
+        const Dim& d = in[i];
+        if (d.is_const() && d.value() != 1) out[r - in.size() + i] = d;
+      }
+      ctx.set_output(0, dt, std::move(out));
     } else {
       ctx.set_output_unknown_shape(0, dt);
     }
