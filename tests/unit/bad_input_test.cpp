@@ -175,6 +175,7 @@ TEST(BadInput, DuplicateName) {
     auto* t = m3.mutable_graph()->add_initializer();
     t->set_name("w");
     t->set_data_type(onnx::TensorProto::FLOAT);
+    t->add_dims(0);
   }
   EXPECT_MSG(import_error(m3), "duplicate name");
 }

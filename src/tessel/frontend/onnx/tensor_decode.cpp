@@ -94,10 +94,8 @@ const char* typed_field_name(DType dt) {
   }
 }
 
-void fill_from_typed(Tensor& t, const onnx::TensorProto& tp, const std::string& what) {
-  const DType dt = t.dtype();
-  const int64_t n = t.numel();
-  // Data in a field that does not belong to the dtype is a malformed tensor.
+// Data in a field that does not belong to the dtype is a malformed tensor.
+void check_no_foreign_field(DType dt, const onnx::TensorProto& tp, const std::string& what) {
   const std::string want = typed_field_name(dt);
   auto no_other = [&](int size, const char* name) {
     TS_CHECK(size == 0 || want == name, what, ": ", dtype_name(dt), " tensor has data in ", name);
@@ -108,6 +106,11 @@ void fill_from_typed(Tensor& t, const onnx::TensorProto& tp, const std::string& 
   no_other(tp.uint64_data_size(), "uint64_data");
   no_other(tp.string_data_size(), "string_data");
   no_other(tp.int32_data_size(), "int32_data");
+}
+
+void fill_from_typed(Tensor& t, const onnx::TensorProto& tp, const std::string& what) {
+  const DType dt = t.dtype();
+  const int64_t n = t.numel();
   switch (dt) {
     case DType::F32:
       check_count(tp.float_data(), n, t, "float_data", what);
@@ -226,6 +229,7 @@ Tensor decode_tensor(const onnx::TensorProto& tp, const ExternalDataContext& ext
     return t;
   }
   // Typed fields: compare the count before allocating too.
+  check_no_foreign_field(dt, tp, what);
   int64_t have = 0;
   switch (dt) {
     case DType::F32: have = tp.float_data_size(); break;
