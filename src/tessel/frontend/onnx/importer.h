@@ -13,6 +13,7 @@
 
 #include "tessel/ir/graph.h"
 #include "tessel/ops/registry.h"
+#include "tessel/support/error.h"
 
 namespace tessel {
 
