@@ -320,6 +320,24 @@ TEST(MovementInfer, RangeExpandConstantOfShapeSymbolic) {
   EXPECT_EQ(*sq.syms[0], (SymValue{s}));
 }
 
+TEST(MovementInfer, PartialKnowledgeKeepsWhatIsCertain) {
+  const Dim s = Dim::sym("seq");
+  // Expand to an unknown [?, ?, ?]: 768 cannot broadcast to anything else.
+  auto e = infer("Expand", {tensor_in(DType::F32, {1, 1, 768}), tensor_in(DType::I64, {3})});
+  ASSERT_EQ(e.types[0].shape->size(), 3u);
+  EXPECT_FALSE((*e.types[0].shape)[0].is_const());
+  EXPECT_EQ((*e.types[0].shape)[2], Dim(768));
+  // Slicing a [1, 512] table up to seq: min(seq, 512) columns, no max(., 0).
+  auto sl = infer("Slice", {tensor_in(DType::I64, {1, 512}), const_in(Tensor::from_i64({0})), sym_in({s}),
+                            const_in(Tensor::from_i64({1}))});
+  EXPECT_EQ(*sl.types[0].shape, (Shape{1, Dim::min(s, 512)}));
+  // Unknown split sizes give fresh symbols but keep the other dims.
+  auto sp = infer("Split", {tensor_in(DType::F32, {4, s}), tensor_in(DType::I64, {2})}, 2,
+                  {{"axis", Attribute::of_int(1)}});
+  EXPECT_EQ((*sp.types[1].shape)[0], Dim(4));
+  EXPECT_FALSE((*sp.types[1].shape)[1].is_const());
+}
+
 TEST(MovementInfer, SplitTransposeConcatSymbolic) {
   const Dim b = Dim::sym("batch"), s = Dim::sym("seq"), h = Dim::sym("hidden");
   auto sp = infer("Split", {tensor_in(DType::F32, {b, s, h * 3})}, 3,
@@ -364,6 +382,13 @@ TEST(MovementUpgrade, AttributeFormsBecomeInputs) {
   Node* sp = g.add_node("Split", {x}, 3, {{"axis", Attribute::of_int(2)}});
   OpRegistry::global().find("", "Split")->upgrade(*sp, 13);
   EXPECT_EQ(sp->attr_int("num_outputs", 0), 3);
+  // Pad-2's float value becomes a constant_value of the data's dtype.
+  Value* xi = g.add_input("xi", Type::tensor(DType::I32, {3}));
+  Node* pd = g.add_node("Pad", {xi}, 1, {{"pads", Attribute::of_ints({1, 1})}, {"value", Attribute::of_float(7)}});
+  OpRegistry::global().find("", "Pad")->upgrade(*pd, 2);
+  ASSERT_TRUE(pd->has_input(2));
+  EXPECT_EQ(pd->inputs[2]->constant->dtype(), DType::I32);
+  EXPECT_EQ(pd->inputs[2]->constant->get_i64(0), 7);
 }
 
 }  // namespace
