@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include "tessel/ops/elementwise.h"
 
@@ -247,6 +248,69 @@ void store_float(Tensor& out, int64_t i, double v, const CastOptions& o) {
   }
 }
 
+// Float -> 8..64-bit integer: truncate, then keep the low bits of the int64
+// value (uint64 saturates into its own range instead).
+template <class T>
+T float_to_int(double v) {
+  const double t = std::trunc(v);
+  if constexpr (std::is_same_v<T, uint64_t>) {
+    if (std::isnan(t) || t <= 0) return 0;
+    return t >= 1.8446744073709552e19 ? UINT64_MAX : static_cast<uint64_t>(t);
+  } else {
+    int64_t w = 0;
+    if (std::isnan(t)) {
+      w = 0;
+    } else if (t >= 9.2233720368547758e18) {
+      w = INT64_MAX;
+    } else if (t <= -9.2233720368547758e18) {
+      w = INT64_MIN;
+    } else {
+      w = static_cast<int64_t>(t);
+    }
+    return static_cast<T>(w);
+  }
+}
+
+// Typed loops for the casts real models run on large tensors (between the
+// f16/f32/f64/bf16 and 8..64-bit integer types). Returns false when the pair
+// is not covered, leaving the generic element-by-element path to it.
+bool cast_fast(const Tensor& in, Tensor& out, const Node& n) {
+  const DType from = in.dtype(), to = out.dtype();
+  const bool ff = in_set(from, kFloat), fi = in_set(from, kInt), tf = in_set(to, kFloat), ti = in_set(to, kInt);
+  const int64_t count = in.numel();
+  auto loop = [&]<class SI, class SO>(auto conv) {
+    const SI* pi = in.data<SI>();
+    SO* po = out.mutable_data<SO>();
+    for (int64_t i = 0; i < count; ++i) po[i] = conv(pi[i]);
+  };
+  if (ff && tf) {
+    visit_float(from, n, [&]<class A>() {
+      visit_float(to, n, [&]<class B>() {
+        loop.template operator()<typename A::S, typename B::S>([](typename A::S v) { return B::store(A::load(v)); });
+      });
+    });
+  } else if (fi && tf) {
+    visit_int(from, n, [&]<class A>() {
+      visit_float(to, n, [&]<class B>() {
+        loop.template operator()<A, typename B::S>([](A v) { return B::store(static_cast<double>(v)); });
+      });
+    });
+  } else if (ff && ti) {
+    visit_float(from, n, [&]<class A>() {
+      visit_int(to, n, [&]<class B>() {
+        loop.template operator()<typename A::S, B>([](typename A::S v) { return float_to_int<B>(A::load(v)); });
+      });
+    });
+  } else if (fi && ti) {
+    visit_int(from, n, [&]<class A>() {
+      visit_int(to, n, [&]<class B>() { loop.template operator()<A, B>([](A v) { return static_cast<B>(v); }); });
+    });
+  } else {
+    return false;
+  }
+  return true;
+}
+
 Tensor cast_tensor(const Tensor& in, DType to, const CastOptions& o, const Node& n) {
   const DType from = in.dtype();
   if (from == to) return in;
@@ -279,6 +343,7 @@ Tensor cast_tensor(const Tensor& in, DType to, const CastOptions& o, const Node&
     }
     return out;
   }
+  if (cast_fast(in, out, n)) return out;
   // Numeric (and bool) source. Bool output: any nonzero value.
   const bool src_float = is_float(from);
   for (int64_t i = 0; i < count; ++i) {

@@ -29,11 +29,38 @@ void require_same_dtype(const Node& n, size_t i, DType t0, DType ti) {
 }
 
 uint16_t double_to_f16_bits(double v) {
-  // GCC converts double to _Float16 directly with one round-to-nearest-even.
-  _Float16 h = static_cast<_Float16>(v);
-  uint16_t b;
-  std::memcpy(&b, &h, 2);
-  return b;
+  // Directly from the double's bits with one round-to-nearest-even (the
+  // compiler's _Float16 conversion is a slow library call on most x86).
+  uint64_t u;
+  std::memcpy(&u, &v, 8);
+  const uint16_t sign = static_cast<uint16_t>((u >> 48) & 0x8000);
+  const uint64_t a = u & 0x7FFFFFFFFFFFFFFFull;
+  if (a >= 0x7FF0000000000000ull) {  // inf, or NaN (kept quiet, top payload bits kept)
+    if (a == 0x7FF0000000000000ull) return sign | 0x7C00;
+    return static_cast<uint16_t>(sign | 0x7E00 | ((a >> 42) & 0x3FF));
+  }
+  const int e = static_cast<int>(a >> 52) - 1023;
+  if (e > 15) return sign | 0x7C00;  // beyond the largest binade: inf
+  if (e < -25) return sign;          // below half the smallest subnormal: ±0
+  const uint64_t mant = (a & ((uint64_t{1} << 52) - 1)) | (uint64_t{1} << 52);
+  // Normal halves keep 11 significant bits; subnormals count units of 2^-24.
+  const int shift = e >= -14 ? 42 : 28 - e;
+  uint64_t q = mant >> shift;
+  const uint64_t rem = mant & ((uint64_t{1} << shift) - 1), half = uint64_t{1} << (shift - 1);
+  if (rem > half || (rem == half && (q & 1))) ++q;
+  // For normals q is in [1024, 2048]: a carry moves into the exponent (and
+  // to inf past the top binade) by plain addition.
+  const uint64_t bits = e >= -14 ? (static_cast<uint64_t>(e + 15) << 10) + (q - 1024) : q;
+  return static_cast<uint16_t>(sign | bits);
+}
+
+const float* f16_table() {
+  static const std::vector<float> table = [] {
+    std::vector<float> t(65536);
+    for (uint32_t b = 0; b < 65536; ++b) t[b] = f16_bits_to_f32(static_cast<uint16_t>(b));
+    return t;
+  }();
+  return table.data();
 }
 
 uint16_t double_to_bf16_bits(double v) {
