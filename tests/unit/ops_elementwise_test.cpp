@@ -262,6 +262,26 @@ TEST(ElementwiseOps, InferKeepsShapeArithmeticSymbolic) {
   EXPECT_EQ(ec.out_types[0].dtype, DType::Bool);
   ASSERT_TRUE(ec.out_syms[0].has_value());
   EXPECT_EQ(ec.out_syms[0]->at(0), Dim(0));
+
+  // Symbols are sizes (>= 1): batch == -1 is false, batch + 1 > 1 is true.
+  Value* m1 = g.add_initializer("m1", Tensor::from_i64({-1}));
+  Node* e2 = g.add_node("Equal", {a, m1}, 1);
+  InferContext ec2(*e2);
+  ec2.in_types = {&ta, &tb};
+  ec2.in_consts = {nullptr, &*m1->constant};
+  ec2.in_syms = {&sa, nullptr};
+  OpRegistry::global().find("", "Equal")->infer(ec2);
+  ASSERT_TRUE(ec2.out_syms[0].has_value());
+  EXPECT_EQ(ec2.out_syms[0]->at(0), Dim(0));
+  Value* one = g.add_initializer("one", Tensor::from_i64({1}));
+  Node* gt = g.add_node("Greater", {a, one}, 1);
+  InferContext gc(*gt);
+  gc.in_types = {&ta, &tb};
+  gc.in_consts = {nullptr, &*one->constant};
+  gc.in_syms = {&sb, nullptr};
+  OpRegistry::global().find("", "Greater")->infer(gc);
+  ASSERT_TRUE(gc.out_syms[0].has_value());
+  EXPECT_EQ(gc.out_syms[0]->at(0), Dim(1));
 }
 
 TEST(ElementwiseOps, InferRejectsBadDtypes) {

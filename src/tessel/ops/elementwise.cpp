@@ -149,6 +149,36 @@ void infer_sym_nary(InferContext& ctx, const std::vector<size_t>& inputs,
   ctx.set_output_sym(0, std::move(out));
 }
 
+namespace {
+// True when the atom is >= 1 for every value of its symbols (each >= 1).
+bool atom_positive(const DimAtom& a) {
+  switch (a.kind) {
+    case DimAtom::Kind::Symbol: return true;
+    case DimAtom::Kind::Max: return dim_sign(a.args[0]) == 1 || dim_sign(a.args[1]) == 1;
+    case DimAtom::Kind::Min: return dim_sign(a.args[0]) == 1 && dim_sign(a.args[1]) == 1;
+    case DimAtom::Kind::FloorDiv: return false;  // floordiv(seq, 2) may be 0
+    case DimAtom::Kind::Mod: return false;
+  }
+  return false;
+}
+}  // namespace
+
+std::optional<int> dim_sign(const Dim& d) {
+  if (auto c = d.const_value()) return *c > 0 ? 1 : *c < 0 ? -1 : 0;
+  // A sum of products of positive atoms with coefficients of one sign (and a
+  // constant term of that sign or 0) is non-zero with that sign.
+  int sign = 0;
+  for (const Dim::Term& t : d.terms()) {
+    const int ts = t.coef > 0 ? 1 : -1;
+    if (sign != 0 && ts != sign) return std::nullopt;
+    sign = ts;
+    for (const DimAtomPtr& a : t.atoms)
+      if (!atom_positive(*a)) return std::nullopt;
+  }
+  if (sign == 0) return std::nullopt;
+  return sign;
+}
+
 bool dim_nonneg(const Dim& d) {
   for (const Dim::Term& t : d.terms())
     if (t.coef < 0) return false;

@@ -254,6 +254,8 @@ void infer_sym_nary(InferContext& ctx, const std::vector<size_t>& inputs,
 // True when d is provably >= 0 (every term has a non-negative coefficient;
 // symbols stand for sizes).
 bool dim_nonneg(const Dim& d);
+// Sign of d (-1, 0, 1) when provable for every value of its symbols (each >= 1).
+std::optional<int> dim_sign(const Dim& d);
 
 // ---- kernels of ops over floats and integers ------------------------------------------
 

@@ -300,10 +300,11 @@ void compare_infer(InferContext& ctx) {
   require_same_dtype(ctx.node, 1, dt, ctx.input_dtype(1));
   infer_broadcast_output(ctx, {0, 1}, DType::Bool);
   if (is_float(dt) || dt == DType::String) return;
+  // Decided by the sign of a - b: batch == -1 is false because batch >= 1.
   infer_sym_nary(ctx, {0, 1}, [](const std::vector<Dim>& v) -> OptDim {
-    const auto diff = (v[0] - v[1]).const_value();
-    if (!diff) return std::nullopt;
-    return Dim(Op::cmp(*diff, int64_t{0}) ? 1 : 0);
+    const std::optional<int> sign = dim_sign(v[0] - v[1]);
+    if (!sign) return std::nullopt;
+    return Dim(Op::cmp(*sign, 0) ? 1 : 0);
   });
 }
 
