@@ -28,7 +28,13 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-DEFAULT_MODELS_DIR = os.path.normpath(os.path.join(ROOT, "..", "shared", "models"))
+# The skeletons live in ../shared/models beside the checkout; a clone elsewhere
+# finds them through $TESSEL_SHARED_MODELS or the workplace's /work/shared.
+DEFAULT_MODELS_DIR = next(
+    (d for d in (os.environ.get("TESSEL_SHARED_MODELS", ""),
+                 os.path.normpath(os.path.join(ROOT, "..", "shared", "models")),
+                 "/work/shared/models") if d and os.path.isdir(d)),
+    os.path.normpath(os.path.join(ROOT, "..", "shared", "models")))
 VOCAB = {"bert_base": 30522, "gpt2": 50257, "llama_tiny": 32000}
 
 
