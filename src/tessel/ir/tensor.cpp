@@ -102,15 +102,14 @@ uint8_t wrap_bits(int64_t v, int bits, bool is_signed) {
   return u;
 }
 
-// Conversion of a double to an integer type, saturating like a C cast would be
-// undefined: NaN gives 0 and out-of-range values clamp.
+}  // namespace
+
 int64_t double_to_i64(double v) {
   if (std::isnan(v)) return 0;
   if (v >= 9.2233720368547758e18) return INT64_MAX;
   if (v <= -9.2233720368547758e18) return INT64_MIN;
   return static_cast<int64_t>(v);
 }
-}  // namespace
 
 double Tensor::get_f64(int64_t i) const {
   const uint8_t* p = raw();

@@ -87,6 +87,9 @@ class Tensor {
 
 // Number of elements of a shape, checked (throws on negative or overflow).
 int64_t checked_numel(const std::vector<int64_t>& shape);
+// Truncates a double to int64 where a C cast would be undefined: NaN gives 0
+// and out-of-range values clamp to INT64_MIN/INT64_MAX.
+int64_t double_to_i64(double v);
 // Row-major strides of a shape.
 std::vector<int64_t> strides_of(const std::vector<int64_t>& shape);
 std::string dims_str(const std::vector<int64_t>& shape);  // "[1,3,224,224]"

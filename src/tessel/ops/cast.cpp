@@ -218,17 +218,7 @@ void store_float_as_int(Tensor& out, int64_t i, double v) {
     return;
   }
   // Truncate, then keep the low bits (what a C cast through int64 gives).
-  int64_t w = 0;
-  if (std::isnan(t)) {
-    w = 0;
-  } else if (t >= 9.2233720368547758e18) {
-    w = INT64_MAX;
-  } else if (t <= -9.2233720368547758e18) {
-    w = INT64_MIN;
-  } else {
-    w = static_cast<int64_t>(t);
-  }
-  out.set_i64(i, w);
+  out.set_i64(i, double_to_i64(t));
 }
 
 // Stores a double into a float dtype with one rounding (and the float8 rules).
@@ -257,17 +247,7 @@ T float_to_int(double v) {
     if (std::isnan(t) || t <= 0) return 0;
     return t >= 1.8446744073709552e19 ? UINT64_MAX : static_cast<uint64_t>(t);
   } else {
-    int64_t w = 0;
-    if (std::isnan(t)) {
-      w = 0;
-    } else if (t >= 9.2233720368547758e18) {
-      w = INT64_MAX;
-    } else if (t <= -9.2233720368547758e18) {
-      w = INT64_MIN;
-    } else {
-      w = static_cast<int64_t>(t);
-    }
-    return static_cast<T>(w);
+    return static_cast<T>(double_to_i64(t));
   }
 }
 
