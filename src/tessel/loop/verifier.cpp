@@ -1,0 +1,291 @@
+#include "tessel/loop/verifier.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "tessel/loop/intrinsics.h"
+#include "tessel/loop/printer.h"
+#include "tessel/support/error.h"
+
+namespace tessel::loop {
+
+namespace {
+
+bool computable(DType t) {
+  return t == DType::Bool || t == DType::F16 || t == DType::BF16 || t == DType::F32 || t == DType::F64 ||
+         (is_int(t) && int_bits(t) >= 8);
+}
+
+bool integer_only(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::FloorDiv: case BinaryOp::FloorMod: case BinaryOp::And: case BinaryOp::Or:
+    case BinaryOp::Xor: case BinaryOp::Shl: case BinaryOp::Shr:
+      return true;
+    case BinaryOp::Add: case BinaryOp::Sub: case BinaryOp::Mul: case BinaryOp::Div: case BinaryOp::Mod:
+    case BinaryOp::Min: case BinaryOp::Max: case BinaryOp::Eq: case BinaryOp::Ne: case BinaryOp::Lt:
+    case BinaryOp::Le: case BinaryOp::Gt: case BinaryOp::Ge:
+      return false;
+  }
+  return false;
+}
+
+bool comparison(BinaryOp op) {
+  return op == BinaryOp::Eq || op == BinaryOp::Ne || op == BinaryOp::Lt || op == BinaryOp::Le ||
+         op == BinaryOp::Gt || op == BinaryOp::Ge;
+}
+
+bool is_gpu_axis(ForKind k) {
+  switch (k) {
+    case ForKind::GpuBlockX: case ForKind::GpuBlockY: case ForKind::GpuBlockZ:
+    case ForKind::GpuThreadX: case ForKind::GpuThreadY: case ForKind::GpuThreadZ:
+      return true;
+    case ForKind::Serial: case ForKind::Parallel: case ForKind::Vectorized: case ForKind::Unrolled:
+      return false;
+  }
+  return false;
+}
+
+class Verifier {
+ public:
+  Verifier(const Kernel& k, Target t) : k_(k), target_(t) {}
+
+  void run() {
+    for (const std::string& s : k_.syms) {
+      check(!s.empty(), "a sym without a name");
+      check(scope_.emplace(s, DType::I64).second, str_cat("sym '", s, "' is declared twice"));
+    }
+    check(k_.num_inputs <= k_.params.size(), "num_inputs exceeds the number of params");
+    std::set<std::string> names;
+    for (const BufferRef& b : k_.params) {
+      check(b != nullptr, "null param buffer");
+      check(names.insert(b->name).second, str_cat("buffer %", b->name, " is declared twice"));
+      check(b->scope == BufferScope::Param, str_cat("param %", b->name, " does not have param scope"));
+      check_buffer_type(*b);
+      for (const Expr& d : b->shape) index(d, str_cat("shape of %", b->name));
+      buffers_.push_back(b);
+    }
+    check(k_.body.defined(), "kernel without a body");
+    stmt(k_.body);
+  }
+
+ private:
+  [[noreturn]] void error(const std::string& what) const {
+    fail("loop IR verifier: kernel ", k_.name, ": ", what);
+  }
+  void check(bool ok, const std::string& what) const {
+    if (!ok) error(what);
+  }
+
+  void check_buffer_type(const Buffer& b) const {
+    check(computable(b.dtype), str_cat("buffer %", b.name, " has type ", dtype_name(b.dtype),
+                                       ", which the loop IR does not compute with"));
+  }
+
+  // ---- expressions ----
+  void index(const Expr& e, const std::string& where) {
+    check(e.defined(), str_cat("missing expression in ", where));
+    check(e.dtype() == DType::I64, str_cat(where, " is ", dtype_name(e.dtype()), ", not i64: ", print(e)));
+    expr(e);
+  }
+
+  void expr(const Expr& e) {
+    check(e.defined(), "undefined expression");
+    check(computable(e->dtype), str_cat("expression of type ", dtype_name(e->dtype), ": ", print(e)));
+    for (const Expr& a : e->args) expr(a);
+    switch (e->kind) {
+      case ExprKind::IntImm: check(!is_float(e->dtype), "integer immediate of a float type"); return;
+      case ExprKind::FloatImm: check(is_float(e->dtype), "float immediate of a non-float type"); return;
+      case ExprKind::Var: var_use(e); return;
+      case ExprKind::Unary: unary_node(e); return;
+      case ExprKind::Binary: binary_node(e); return;
+      case ExprKind::Select: select_node(e); return;
+      case ExprKind::Cast: arity(e, 1); return;
+      case ExprKind::Bitcast:
+        arity(e, 1);
+        check(dtype_storage_size(e->dtype) == dtype_storage_size(e->args[0].dtype()),
+              str_cat("bitcast between sizes: ", print(e)));
+        return;
+      case ExprKind::Load:
+        access(e->buffer, e->args, false);
+        check(e->dtype == e->buffer->dtype, str_cat("load type differs from its buffer's: ", print(e)));
+        return;
+      case ExprKind::Call: call_node(e); return;
+    }
+  }
+
+  void arity(const Expr& e, size_t n) const {
+    check(e->args.size() == n, str_cat("wrong number of operands: ", print(e)));
+  }
+
+  void var_use(const Expr& e) const {
+    auto it = scope_.find(e->name);
+    check(it != scope_.end(), str_cat("variable '", e->name, "' is not in scope"));
+    check(it->second == e->dtype, str_cat("variable '", e->name, "' used as ", dtype_name(e->dtype), " but bound as ",
+                                          dtype_name(it->second)));
+  }
+
+  void unary_node(const Expr& e) const {
+    arity(e, 1);
+    check(e->dtype == e->args[0].dtype(), str_cat("unary result type differs: ", print(e)));
+    check(e->unary != UnaryOp::Not || !is_float(e->dtype), str_cat("'not' of a float: ", print(e)));
+    check(e->unary != UnaryOp::Neg || e->dtype != DType::Bool, str_cat("negation of a bool: ", print(e)));
+  }
+
+  void binary_node(const Expr& e) const {
+    arity(e, 2);
+    DType t = e->args[0].dtype();
+    check(t == e->args[1].dtype(), str_cat("binary operands differ in type: ", print(e)));
+    check(e->dtype == (comparison(e->binary) ? DType::Bool : t), str_cat("wrong result type: ", print(e)));
+    check(!integer_only(e->binary) || !is_float(t), str_cat("integer-only operator on floats: ", print(e)));
+  }
+
+  void select_node(const Expr& e) const {
+    arity(e, 3);
+    check(e->args[0].dtype() == DType::Bool, str_cat("select condition is not bool: ", print(e)));
+    check(e->args[1].dtype() == e->dtype && e->args[2].dtype() == e->dtype, str_cat("select arms differ: ", print(e)));
+  }
+
+  void call_node(const Expr& e) const {
+    const IntrinsicInfo* info = find_intrinsic(e->name);
+    check(info != nullptr, str_cat("unknown intrinsic '", e->name, "'"));
+    arity(e, static_cast<size_t>(info->arity));
+    DType t = e->args[0].dtype();
+    check(is_float(t), str_cat("intrinsic on non-float operands: ", print(e)));
+    for (const Expr& a : e->args) check(a.dtype() == t, str_cat("intrinsic operands differ in type: ", print(e)));
+    check(e->dtype == (info->returns_bool ? DType::Bool : t), str_cat("intrinsic result type is wrong: ", print(e)));
+  }
+
+  // ---- buffers ----
+  void access(const BufferRef& b, const std::vector<Expr>& indices, bool is_store) {
+    check(b != nullptr, "access to a null buffer");
+    bool in_scope = std::find(buffers_.begin(), buffers_.end(), b) != buffers_.end();
+    check(in_scope, str_cat("buffer %", b->name, " is neither a param nor allocated in scope"));
+    check(indices.size() == b->shape.size(), str_cat("access to %", b->name, " with ", indices.size(),
+                                                     " indices, rank ", b->shape.size()));
+    for (const Expr& i : indices) index(i, str_cat("index into %", b->name));
+    if (!is_store) return;
+    auto it = std::find(k_.params.begin(), k_.params.end(), b);
+    check(it == k_.params.end() || static_cast<size_t>(it - k_.params.begin()) >= k_.num_inputs,
+          str_cat("store into input param %", b->name));
+  }
+
+  // ---- statements ----
+  void bind(const std::string& name, DType t) {
+    check(!name.empty(), "binding without a name");
+    check(!scope_.count(name), str_cat("'", name, "' is bound again inside its scope"));
+    scope_.emplace(name, t);
+  }
+
+  void stmt(const Stmt& s) {
+    check(s.defined(), "undefined statement");
+    switch (s->kind) {
+      case StmtKind::For: for_stmt(s); return;
+      case StmtKind::Store:
+        access(s->buffer, s->indices, true);
+        expr(s->value);
+        check(s->value.dtype() == s->buffer->dtype, str_cat("store of ", dtype_name(s->value.dtype()), " into %",
+                                                            s->buffer->name, " of ", dtype_name(s->buffer->dtype)));
+        return;
+      case StmtKind::Let:
+        expr(s->value);
+        bind(s->var, s->value.dtype());
+        body(s, 1);
+        scope_.erase(s->var);
+        return;
+      case StmtKind::If:
+        condition(s->value, "if");
+        check(s->body.size() == 1 || s->body.size() == 2, "if needs one or two branches");
+        ++if_depth_;
+        for (const Stmt& b : s->body) stmt(b);
+        --if_depth_;
+        return;
+      case StmtKind::Seq:
+        for (const Stmt& b : s->body) stmt(b);
+        return;
+      case StmtKind::Allocate: allocate_stmt(s); return;
+      case StmtKind::Assert: condition(s->value, "assert"); return;
+    }
+  }
+
+  void body(const Stmt& s, size_t n) {
+    check(s->body.size() == n, "statement with the wrong number of bodies");
+    for (const Stmt& b : s->body) stmt(b);
+  }
+
+  void condition(const Expr& c, const char* what) {
+    expr(c);
+    check(c.dtype() == DType::Bool, str_cat(what, " condition is not bool"));
+  }
+
+  void allocate_stmt(const Stmt& s) {
+    const BufferRef& b = s->buffer;
+    check(b != nullptr, "allocate of a null buffer");
+    check(b->scope != BufferScope::Param, str_cat("allocated buffer %", b->name, " has param scope"));
+    check(b->scope != BufferScope::Shared || target_ == Target::Cuda,
+          str_cat("shared buffer %", b->name, " on the CPU"));
+    check_buffer_type(*b);
+    for (const Expr& d : b->shape)
+      check(d.defined() && d->kind == ExprKind::IntImm && d->int_value >= 0,
+            str_cat("allocated buffer %", b->name, " needs a constant shape"));
+    for (const BufferRef& o : buffers_)
+      check(o->name != b->name, str_cat("buffer %", b->name, " is declared twice"));
+    buffers_.push_back(b);
+    body(s, 1);
+    buffers_.pop_back();
+  }
+
+  void for_stmt(const Stmt& s) {
+    index(s->min, str_cat("lower bound of loop ", s->var));
+    index(s->extent, str_cat("extent of loop ", s->var));
+    check(loop_vars_.insert(s->var).second, str_cat("loop variable '", s->var, "' is used by two loops"));
+    check_kind(s);
+    bind(s->var, DType::I64);
+    ++loop_depth_;
+    body(s, 1);
+    --loop_depth_;
+    scope_.erase(s->var);
+  }
+
+  void check_kind(const Stmt& s) {
+    const ForKind k = s->for_kind;
+    if (k == ForKind::Vectorized || k == ForKind::Unrolled)
+      check(s->extent->kind == ExprKind::IntImm,
+            str_cat(for_kind_name(k), " loop ", s->var, " needs a constant extent"));
+    if (target_ == Target::Cpu) {
+      check(!is_gpu_axis(k), str_cat("loop ", s->var, " is bound to ", for_kind_name(k), ", a GPU axis, on the CPU"));
+    } else {
+      check(k != ForKind::Parallel, str_cat("parallel loop ", s->var, " in a CUDA kernel (bind GPU axes instead)"));
+    }
+    if (k != ForKind::Parallel) return;
+    check(!seen_parallel_, str_cat("second parallel loop ", s->var, " (at most one per kernel)"));
+    seen_parallel_ = true;
+    check(loop_depth_ == 0 && if_depth_ == 0, str_cat("parallel loop ", s->var, " is not at the top level"));
+    for (const Expr& b : {s->min, s->extent}) sym_only(b, s->var);
+  }
+
+  // The parallel loop's iteration space is computed by the runtime from the
+  // syms alone, before the kernel runs.
+  void sym_only(const Expr& e, const std::string& loop) const {
+    if (e->kind == ExprKind::Var)
+      check(std::find(k_.syms.begin(), k_.syms.end(), e->name) != k_.syms.end(),
+            str_cat("bounds of parallel loop ", loop, " use '", e->name, "', which is not a sym"));
+    check(e->kind != ExprKind::Load, str_cat("bounds of parallel loop ", loop, " load from memory"));
+    for (const Expr& a : e->args) sym_only(a, loop);
+  }
+
+  const Kernel& k_;
+  Target target_;
+  std::map<std::string, DType> scope_;
+  std::set<std::string> loop_vars_;
+  std::vector<BufferRef> buffers_;
+  int loop_depth_ = 0;
+  int if_depth_ = 0;
+  bool seen_parallel_ = false;
+};
+
+}  // namespace
+
+void verify(const Kernel& k, Target target) { Verifier(k, target).run(); }
+
+}  // namespace tessel::loop
