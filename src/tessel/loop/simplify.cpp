@@ -1,0 +1,116 @@
+// Statement rules of the simplifier (expression rules: simplify_expr.cpp).
+#include "tessel/loop/simplify.h"
+
+#include "tessel/loop/visit.h"
+
+namespace tessel::loop {
+
+namespace {
+
+class StmtSimplifier {
+ public:
+  explicit StmtSimplifier(Bounds bounds) : bounds_(std::move(bounds)) {}
+
+  Stmt run(const Stmt& s) {
+    switch (s->kind) {
+      case StmtKind::For: return for_loop_rule(s);
+      case StmtKind::Let: return let_rule(s);
+      case StmtKind::If: return if_rule(s);
+      case StmtKind::Seq: return seq_rule(s);
+      case StmtKind::Allocate: return allocate_rule(s);
+      case StmtKind::Assert: return assert_rule(s);
+      case StmtKind::Store: return exprs_only(s);
+    }
+    return s;
+  }
+
+ private:
+  Expr expr(const Expr& e) { return simplify(e, bounds_); }
+
+  Stmt exprs_only(const Stmt& s) {
+    return map_stmt(s, [&](const Expr& e) { return expr(e); }, [&](const Stmt& b) { return run(b); });
+  }
+
+  Stmt for_loop_rule(const Stmt& s) {
+    Expr min = expr(s->min), extent = expr(s->extent);
+    int64_t n = 0;
+    const bool const_extent = as_const_int(extent, &n);
+    // for i in [m, m + e) with e <= 0 => nothing
+    if (const_extent && n <= 0) return no_op();
+    // for i in [m, m + 1) { body } => body[i := m]
+    if (const_extent && n == 1) return run(substitute(s->body[0], {{s->var, min}}));
+    int64_t lo = 0;
+    const bool known = const_extent && as_const_int(min, &lo);
+    if (known) bounds_[s->var] = {lo, lo + n - 1};
+    Stmt body = run(s->body[0]);
+    bounds_.erase(s->var);
+    // A loop whose body does nothing does nothing.
+    if (is_no_op(body)) return no_op();
+    return for_loop(s->var, min, extent, s->for_kind, body);
+  }
+
+  Stmt let_rule(const Stmt& s) {
+    Expr value = expr(s->value);
+    const Stmt& body = s->body[0];
+    // let x = c in body => body[x := c] (c an immediate or a variable)
+    const bool trivial = value->kind == ExprKind::IntImm || value->kind == ExprKind::FloatImm ||
+                         value->kind == ExprKind::Var;
+    if (trivial) return run(substitute(body, {{s->var, value}}));
+    Interval r;
+    const bool bounded = const_bounds(value, bounds_, &r);
+    if (bounded) bounds_[s->var] = r;
+    Stmt new_body = run(body);
+    bounds_.erase(s->var);
+    // let x = v in body => body when body does not use x (values are pure)
+    if (!names_in(new_body).count(s->var)) return new_body;
+    return let(s->var, value, new_body);
+  }
+
+  Stmt if_rule(const Stmt& s) {
+    Expr cond = expr(s->value);
+    int64_t c;
+    // if true {a} else {b} => a ; if false {a} else {b} => b
+    if (as_const_int(cond, &c)) return c ? run(s->body[0]) : s->body.size() > 1 ? run(s->body[1]) : no_op();
+    Stmt then_s = run(s->body[0]);
+    Stmt else_s = s->body.size() > 1 ? run(s->body[1]) : Stmt();
+    if (else_s.defined() && is_no_op(else_s)) else_s = Stmt();
+    // if c {} => nothing
+    if (is_no_op(then_s) && !else_s.defined()) return no_op();
+    return if_then(cond, then_s, else_s);
+  }
+
+  Stmt seq_rule(const Stmt& s) {
+    std::vector<Stmt> out;
+    for (const Stmt& b : s->body) {
+      Stmt r = run(b);
+      if (!is_no_op(r)) out.push_back(r);
+    }
+    return out.size() == 1 ? out[0] : seq(std::move(out));
+  }
+
+  Stmt allocate_rule(const Stmt& s) {
+    Stmt body = run(s->body[0]);
+    return is_no_op(body) ? body : allocate(s->buffer, body);
+  }
+
+  Stmt assert_rule(const Stmt& s) {
+    Expr cond = expr(s->value);
+    // assert true, msg => nothing
+    if (is_const(cond, 1)) return no_op();
+    return assert_that(cond, s->message);
+  }
+
+  Bounds bounds_;
+};
+
+}  // namespace
+
+Stmt simplify(const Stmt& s, const Bounds& bounds) { return StmtSimplifier(bounds).run(s); }
+
+Kernel simplify(const Kernel& k) {
+  Kernel out = k;
+  out.body = simplify(k.body);
+  return out;
+}
+
+}  // namespace tessel::loop
