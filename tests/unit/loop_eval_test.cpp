@@ -5,6 +5,7 @@
 #include <limits>
 #include <random>
 
+#include "loop_test_util.h"
 #include "tessel/ir/tensor.h"
 #include "tessel/loop/eval.h"
 #include "tessel/loop/parser.h"
@@ -17,11 +18,7 @@ namespace {
 const float kNaN = std::numeric_limits<float>::quiet_NaN();
 const float kInf = std::numeric_limits<float>::infinity();
 
-Kernel kernel(const std::string& text) {
-  Kernel k = parse_kernel(text);
-  verify(k);
-  return k;
-}
+Kernel kernel(const std::string& text) { return testing::verified_kernel(text); }
 
 TEST(LoopEval, AddReluMatchesADirectComputation) {
   Kernel k = kernel(

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <random>
 
+#include "loop_test_util.h"
 #include "tessel/loop/eval.h"
 #include "tessel/loop/parser.h"
 #include "tessel/loop/printer.h"
@@ -103,11 +104,7 @@ TEST(LoopSimplify, MinMaxSelectAndLogic) {
   EXPECT_EQ(simp(unary(UnaryOp::Not, unary(UnaryOp::Not, c))), "x < y");
 }
 
-Kernel kernel(const std::string& text) {
-  Kernel k = parse_kernel(text);
-  verify(k);
-  return k;
-}
+Kernel kernel(const std::string& text) { return testing::verified_kernel(text); }
 
 TEST(LoopSimplify, StatementRules) {
   Kernel k = kernel(

@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "tessel/loop/ir.h"
+#include "tessel/loop/parser.h"
+#include "tessel/loop/verifier.h"
 
 namespace tessel::loop::testing {
 
@@ -17,6 +19,13 @@ inline BufferRef make_buffer(const std::string& name, DType t, std::vector<Expr>
   b->shape = std::move(shape);
   b->scope = scope;
   return b;
+}
+
+// Parses a kernel and checks that it verifies.
+inline Kernel verified_kernel(const std::string& text) {
+  Kernel k = parse_kernel(text);
+  verify(k);
+  return k;
 }
 
 }  // namespace tessel::loop::testing
