@@ -1,0 +1,75 @@
+// The LLVM code generator for CPUs: loop IR kernels -> LLVM IR -> O3 -> one
+// object file -> ORC JIT. This header is free of LLVM includes so that the
+// rest of tessel does not see LLVM.
+//
+// Kernels follow the calling convention of loop/ir.h:
+//   int32_t kernel(void* const* buffers, const int64_t* syms, int64_t begin, int64_t end);
+// All kernels passed to one compile_kernels() call go into one LLVM module and
+// one object file (one compile per model). Errors are tessel::Error.
+//
+// Thread safety: compile_kernels/load_object may run on several threads at
+// once; a KernelLibrary's functions may be called concurrently.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessel/loop/ir.h"
+
+namespace tessel::cpu {
+
+using KernelFn = int32_t (*)(void* const* buffers, const int64_t* syms, int64_t begin, int64_t end);
+
+struct CodegenOptions {
+  std::string cpu = "host";       // an LLVM CPU name, or "host"
+  std::string features = "host";  // "+avx2,-avx512f,...", or "host"
+  int opt_level = 3;              // 0..3
+  // On-disk object cache: used when both are set. cache_key_text must
+  // describe the kernels completely (e.g. their loop IR text): the key is a
+  // hash of it with the kernel names, cpu, features, opt level and the
+  // tessel, code generator and LLVM versions.
+  std::string cache_dir;
+  std::string cache_key_text;
+};
+
+// Owns the JIT that holds the kernels' code: a KernelFn stays valid as long
+// as its library lives.
+class KernelLibrary {
+ public:
+  struct Impl;
+  explicit KernelLibrary(std::unique_ptr<Impl> impl);
+  ~KernelLibrary();
+  KernelLibrary(const KernelLibrary&) = delete;
+  KernelLibrary& operator=(const KernelLibrary&) = delete;
+
+  // The kernel's entry point; tessel::Error when the object has no such kernel.
+  KernelFn lookup(const std::string& kernel_name) const;
+  bool loaded_from_cache() const;
+  // The relocatable object the kernels were loaded from (for artifacts).
+  const std::string& object_file_bytes() const;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+std::unique_ptr<KernelLibrary> compile_kernels(const std::vector<loop::Kernel>& kernels, const CodegenOptions& o);
+
+// Loads an object produced by compile_kernels (object_file_bytes()) for this
+// process. The JIT resolves only the few runtime symbols tessel registers.
+std::unique_ptr<KernelLibrary> load_object(const std::string& object_bytes);
+
+// Text forms for `tessel inspect`: the module after the optimisation pipeline
+// of o.opt_level (0: as generated), and the target assembly.
+std::string emit_llvm_ir(const std::vector<loop::Kernel>& kernels, const CodegenOptions& o);
+std::string emit_asm(const std::vector<loop::Kernel>& kernels, const CodegenOptions& o);
+
+// For tests and debugging: optimises and JIT-links textual LLVM IR.
+std::unique_ptr<KernelLibrary> compile_llvm_ir_text(const std::string& ir_text, const CodegenOptions& o);
+
+// The host, as LLVM names it: "znver3"; "+avx,+avx2,-avx512f,..." (sorted).
+std::string host_cpu_name();
+std::string host_cpu_features();
+
+}  // namespace tessel::cpu

@@ -1,0 +1,101 @@
+// Translation of one loop IR kernel into an LLVM function (internal).
+//
+// The emitter walks statements in order with an IRBuilder. Inside a
+// Vectorized loop of width W (`lanes_ == W`) it widens: a value that depends
+// on the loop variable becomes a <W x T> vector, everything else stays
+// scalar and is splatted where it meets a vector. Index values additionally
+// track the form `base + stride * lane` (Val::base/stride) so that memory
+// accesses can pick a vector load, a gather or a scalar access.
+#pragma once
+
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Module.h>
+
+#include "tessel/loop/ir.h"
+
+namespace tessel::cpu::detail {
+
+struct Val {
+  llvm::Value* v = nullptr;  // scalar, or a vector of lanes_ lanes
+  // When set: v equals base + stride * lane for every lane (base is scalar).
+  llvm::Value* base = nullptr;
+  int64_t stride = 0;
+  bool uniform() const { return base != nullptr && stride == 0; }
+};
+
+class KernelEmitter {
+ public:
+  KernelEmitter(llvm::Module& m, const loop::Kernel& k);
+  // Emits the kernel's function (named after the kernel) into the module.
+  void emit();
+
+ private:
+  struct BufferInfo {
+    llvm::Value* base = nullptr;         // pointer to element 0
+    std::vector<llvm::Value*> strides;  // row-major element strides (i64)
+  };
+
+  // ---- kernel_emitter.cpp: function frame, scopes
+  void emit_prologue();
+  void check_loop_structure(const loop::Stmt& s, int depth, int* parallel_loops) const;
+  BufferInfo make_buffer_info(const loop::Buffer& buf, llvm::Value* base);
+  const BufferInfo& buffer(const loop::Buffer& buf) const;
+  void bind(const std::string& name, Val v);
+  void unbind(const std::string& name);
+  Val lookup(const std::string& name) const;
+  llvm::AllocaInst* entry_alloca(llvm::Type* elem, uint64_t count);
+
+  // ---- expr_codegen.cpp
+  Val emit_expr(const loop::Expr& e);
+  Val emit_scalar_expr(const loop::Expr& e, const char* what);
+  Val emit_binary_expr(const loop::ExprNode& n);
+  Val emit_call_expr(const loop::ExprNode& n);
+  Val index_add(const Val& x, const Val& y, bool subtract);
+  Val index_mul(const Val& x, const Val& y);
+  Val index_neg(const Val& x);
+  Val index_const(int64_t v);
+
+  // ---- memory.cpp
+  Val flat_index(const loop::Buffer& buf, const std::vector<loop::Expr>& indices);
+  Val emit_load(const loop::ExprNode& n);
+  void emit_store(const loop::StmtNode& s);
+  llvm::Value* all_lanes_mask() const;
+
+  // ---- stmt_codegen.cpp
+  void emit_stmt(const loop::Stmt& s);
+  void emit_for(const loop::StmtNode& s);
+  void emit_counted_loop(const loop::StmtNode& s, llvm::Value* lo, llvm::Value* hi, llvm::Value* min);
+  void emit_vectorized(const loop::StmtNode& s);
+  void emit_unrolled(const loop::StmtNode& s);
+  void emit_if(const loop::StmtNode& s);
+  void emit_let(const loop::StmtNode& s);
+  void emit_allocate(const loop::StmtNode& s);
+  void emit_assert(const loop::StmtNode& s);
+  void emit_masked_if(const loop::StmtNode& s, llvm::Value* cond);
+
+  llvm::Module& module_;
+  llvm::LLVMContext& ctx_;
+  const loop::Kernel& kernel_;
+  llvm::IRBuilder<> b_;
+  llvm::Function* fn_ = nullptr;
+  llvm::BasicBlock* entry_ = nullptr;
+  llvm::Value* begin_ = nullptr;  // the calling convention's [begin, end)
+  llvm::Value* end_ = nullptr;
+
+  std::unordered_map<std::string, std::vector<Val>> vars_;  // a stack per name (shadowing)
+  std::unordered_map<const loop::Buffer*, BufferInfo> buffers_;
+  int next_assert_ = 0;  // pre-order number of the next Assert
+
+  // Widening state: lanes_ == 0 outside Vectorized loops; mask_ (a <lanes x i1>,
+  // or null for all lanes) is the set of lanes a lane-varying If lets through.
+  int lanes_ = 0;
+  std::string lane_var_;
+  llvm::Value* mask_ = nullptr;
+};
+
+}  // namespace tessel::cpu::detail

@@ -1,0 +1,149 @@
+#include "tessel/codegen/cpu/arith.h"
+#include "tessel/codegen/cpu/cast.h"
+#include "tessel/codegen/cpu/emitter.h"
+#include "tessel/codegen/cpu/intrinsics.h"
+#include "tessel/codegen/cpu/llvm_types.h"
+#include "tessel/support/error.h"
+
+namespace tessel::cpu::detail {
+
+using loop::BinaryOp;
+using loop::Expr;
+using loop::ExprKind;
+using loop::ExprNode;
+
+namespace {
+
+Val scalar(llvm::Value* v) { return Val{v, v, 0}; }
+// A lane-varying value of unknown form.
+Val varying(llvm::Value* v) { return lanes_of(v) == 0 ? scalar(v) : Val{v, nullptr, 0}; }
+
+// The loop IR FloatImm in its register form (f16/bf16 rounded like a store).
+llvm::Value* float_imm(llvm::LLVMContext& ctx, DType t, double v) {
+  llvm::Type* ty = value_type(ctx, t);
+  switch (t) {
+    case DType::F64: return llvm::ConstantFP::get(ty, v);
+    case DType::F16: return llvm::ConstantFP::get(ty, f16_bits_to_f32(f32_to_f16_bits(static_cast<float>(v))));
+    case DType::BF16: return llvm::ConstantFP::get(ty, bf16_bits_to_f32(f32_to_bf16_bits(static_cast<float>(v))));
+    default: return llvm::ConstantFP::get(ty, static_cast<float>(v));
+  }
+}
+
+}  // namespace
+
+Val KernelEmitter::emit_scalar_expr(const Expr& e, const char* what) {
+  Val v = emit_expr(e);
+  TS_CHECK(lanes_of(v.v) == 0, "cpu codegen: ", what, " varies across the lanes of vectorized loop ", lane_var_);
+  return v;
+}
+
+Val KernelEmitter::emit_expr(const Expr& e) {
+  TS_CHECK(e.defined(), "cpu codegen: undefined expression in kernel ", kernel_.name);
+  const ExprNode& n = *e;
+  switch (n.kind) {
+    case ExprKind::IntImm:
+      return scalar(int_const(value_type(ctx_, n.dtype), static_cast<uint64_t>(n.int_value)));
+    case ExprKind::FloatImm: return scalar(float_imm(ctx_, n.dtype, n.float_value));
+    case ExprKind::Var: {
+      Val v = lookup(n.name);
+      TS_CHECK(v.v->getType()->getScalarType() == value_type(ctx_, n.dtype), "cpu codegen: variable ", n.name,
+               " is used as ", dtype_name(n.dtype), " but bound to another type");
+      return v;
+    }
+    case ExprKind::Unary: {
+      Val a = emit_expr(n.args[0]);
+      if (n.unary == loop::UnaryOp::Neg && n.dtype == DType::I64) return index_neg(a);
+      return varying(emit_unary(b_, n.unary, n.dtype, a.v));
+    }
+    case ExprKind::Binary: return emit_binary_expr(n);
+    case ExprKind::Select: {
+      llvm::Value* c = emit_expr(n.args[0]).v;
+      llvm::Value* t = emit_expr(n.args[1]).v;
+      llvm::Value* f = emit_expr(n.args[2]).v;
+      match_lanes(b_, t, f);
+      if (lanes_of(c) != 0) {
+        t = splat(b_, t, lanes_of(c));
+        f = splat(b_, f, lanes_of(c));
+      }
+      return varying(b_.CreateSelect(c, t, f));
+    }
+    case ExprKind::Cast:
+      return varying(emit_cast(b_, n.args[0].dtype(), n.dtype, emit_expr(n.args[0]).v));
+    case ExprKind::Bitcast:
+      return varying(emit_bitcast(b_, n.args[0].dtype(), n.dtype, emit_expr(n.args[0]).v));
+    case ExprKind::Load: return emit_load(n);
+    case ExprKind::Call: return emit_call_expr(n);
+  }
+  fail("cpu codegen: unknown expression kind");
+}
+
+Val KernelEmitter::emit_binary_expr(const ExprNode& n) {
+  const DType t = n.args[0].dtype();
+  Val x = emit_expr(n.args[0]);
+  Val y = emit_expr(n.args[1]);
+  if (t == DType::I64) {
+    // Index arithmetic keeps the base + stride * lane form where it can.
+    if (n.binary == BinaryOp::Add) return index_add(x, y, false);
+    if (n.binary == BinaryOp::Sub) return index_add(x, y, true);
+    if (n.binary == BinaryOp::Mul) return index_mul(x, y);
+  }
+  return varying(emit_binary(b_, n.binary, t, x.v, y.v));
+}
+
+Val KernelEmitter::emit_call_expr(const ExprNode& n) {
+  TS_CHECK(!n.args.empty(), "cpu codegen: call to ", n.name, " without arguments");
+  const DType arg_type = n.args[0].dtype();
+  std::vector<llvm::Value*> args;
+  for (const Expr& a : n.args) {
+    TS_CHECK(a.dtype() == arg_type, "cpu codegen: arguments of ", n.name, " differ in type");
+    args.push_back(emit_expr(a).v);
+  }
+  return varying(emit_intrinsic(b_, n.name, n.dtype, arg_type, std::move(args)));
+}
+
+// ---- index arithmetic on base + stride * lane values ---------------------------
+
+Val KernelEmitter::index_const(int64_t v) { return scalar(b_.getInt64(static_cast<uint64_t>(v))); }
+
+Val KernelEmitter::index_add(const Val& x, const Val& y, bool subtract) {
+  llvm::Value* a = x.v;
+  llvm::Value* c = y.v;
+  match_lanes(b_, a, c);
+  Val r = varying(subtract ? b_.CreateSub(a, c) : b_.CreateAdd(a, c));
+  if (x.base && y.base && lanes_of(r.v) != 0) {
+    r.base = subtract ? b_.CreateSub(x.base, y.base) : b_.CreateAdd(x.base, y.base);
+    r.stride = static_cast<int64_t>(subtract ? static_cast<uint64_t>(x.stride) - static_cast<uint64_t>(y.stride)
+                                             : static_cast<uint64_t>(x.stride) + static_cast<uint64_t>(y.stride));
+  }
+  return r;
+}
+
+Val KernelEmitter::index_mul(const Val& x, const Val& y) {
+  llvm::Value* a = x.v;
+  llvm::Value* c = y.v;
+  match_lanes(b_, a, c);
+  Val r = varying(b_.CreateMul(a, c));
+  if (lanes_of(r.v) == 0 || !x.base || !y.base) return r;
+  // (base + s * lane) * k stays affine only for a constant k.
+  auto* kx = llvm::dyn_cast<llvm::ConstantInt>(x.base);
+  auto* ky = llvm::dyn_cast<llvm::ConstantInt>(y.base);
+  if (x.stride == 0 && kx) {
+    r.base = b_.CreateMul(x.base, y.base);
+    r.stride = static_cast<int64_t>(static_cast<uint64_t>(y.stride) * kx->getZExtValue());
+  } else if (y.stride == 0 && ky) {
+    r.base = b_.CreateMul(x.base, y.base);
+    r.stride = static_cast<int64_t>(static_cast<uint64_t>(x.stride) * ky->getZExtValue());
+  }
+  return r;
+}
+
+Val KernelEmitter::index_neg(const Val& x) {
+  Val r = varying(b_.CreateNeg(x.v));
+  if (x.base && lanes_of(r.v) != 0) {
+    r.base = b_.CreateNeg(x.base);
+    r.stride = static_cast<int64_t>(0 - static_cast<uint64_t>(x.stride));
+  }
+  return r;
+}
+
+}  // namespace tessel::cpu::detail

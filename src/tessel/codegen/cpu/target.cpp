@@ -1,0 +1,70 @@
+#include "tessel/codegen/cpu/target.h"
+
+#include <algorithm>
+#include <mutex>
+#include <vector>
+
+#include <llvm/ADT/StringMap.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/TargetParser/Host.h>
+
+#include "tessel/support/error.h"
+
+namespace tessel::cpu {
+
+namespace detail {
+
+void init_llvm() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    llvm::InitializeNativeTargetAsmParser();
+  });
+}
+
+ResolvedTarget resolve_target(const CodegenOptions& o) {
+  TS_CHECK(o.opt_level >= 0 && o.opt_level <= 3, "cpu codegen: opt_level must be 0..3, got ", o.opt_level);
+  ResolvedTarget t;
+  t.triple = llvm::sys::getProcessTriple();
+  t.cpu = o.cpu == "host" ? host_cpu_name() : o.cpu;
+  t.features = o.features == "host" ? host_cpu_features() : o.features;
+  t.opt_level = o.opt_level;
+  return t;
+}
+
+std::unique_ptr<llvm::TargetMachine> make_target_machine(const ResolvedTarget& t) {
+  init_llvm();
+  std::string error;
+  const llvm::Target* target = llvm::TargetRegistry::lookupTarget(t.triple, error);
+  TS_CHECK(target != nullptr, "cpu codegen: no LLVM target for ", t.triple, ": ", error);
+  llvm::TargetOptions options;
+  const llvm::CodeGenOptLevel level = t.opt_level == 0   ? llvm::CodeGenOptLevel::None
+                                      : t.opt_level == 1 ? llvm::CodeGenOptLevel::Less
+                                      : t.opt_level == 2 ? llvm::CodeGenOptLevel::Default
+                                                         : llvm::CodeGenOptLevel::Aggressive;
+  // PIC small code model: JITLink reaches the registered runtime symbols
+  // through the GOT, wherever the JIT memory lands.
+  std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
+      t.triple, t.cpu, t.features, options, llvm::Reloc::PIC_, llvm::CodeModel::Small, level));
+  TS_CHECK(tm != nullptr, "cpu codegen: LLVM could not make a target machine for ", t.triple, " ", t.cpu);
+  return tm;
+}
+
+}  // namespace detail
+
+std::string host_cpu_name() { return llvm::sys::getHostCPUName().str(); }
+
+std::string host_cpu_features() {
+  std::vector<std::string> items;
+  for (const auto& f : llvm::sys::getHostCPUFeatures()) items.push_back((f.second ? "+" : "-") + f.first().str());
+  std::sort(items.begin(), items.end(), [](const std::string& a, const std::string& b) {
+    return a.substr(1) < b.substr(1);
+  });
+  std::string out;
+  for (const std::string& s : items) out += (out.empty() ? "" : ",") + s;
+  return out;
+}
+
+}  // namespace tessel::cpu
