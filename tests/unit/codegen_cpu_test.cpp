@@ -428,6 +428,11 @@ TEST(CodegenCpu, GatherScatterAndReversedLocal) {
                     store(s, {v * 2 + 1}, load(x, {v})), store(tmp, {v}, load(x, {v}) * float_imm(DType::F32, 2))})),
       for_loop("v", 0, w, ForKind::Vectorized, store(r, {v}, load(tmp, {int64_t{w - 1} - v})))}));
   auto lib = compile_kernels({kernel("gs", {x, idx, g, s, r}, 2, {}, body)}, {});
+  CodegenOptions raw;
+  raw.opt_level = 0;
+  const std::string ir = emit_llvm_ir({kernel("gs", {x, idx, g, s, r}, 2, {}, body)}, raw);
+  EXPECT_NE(ir.find("llvm.masked.gather"), std::string::npos);
+  EXPECT_NE(ir.find("llvm.masked.scatter"), std::string::npos);
   std::vector<float> xs(32), gs(w), ss(2 * w, -1), rs(w);
   std::vector<int32_t> is = {31, 0, 5, 5, 17, 2, 30, 9};
   for (int i = 0; i < 32; ++i) xs[i] = i * 1.5f;
@@ -527,7 +532,12 @@ TEST(CodegenCpu, FmaLoopBecomesZmmVfmaddOnAvx512) {
   EXPECT_NE(text.find("zmm"), std::string::npos) << text;
   const std::string host = emit_asm({fma_kernel()}, {});
   if (host_cpu_features().find("+fma") != std::string::npos) EXPECT_NE(host.find("vfmadd"), std::string::npos);
-  EXPECT_NE(emit_llvm_ir({fma_kernel()}, {}).find("llvm.fma.v16f32"), std::string::npos);
+  const std::string ir = emit_llvm_ir({fma_kernel()}, {});
+  EXPECT_NE(ir.find("llvm.fma.v16f32"), std::string::npos);
+  // Contiguous accesses are plain vector loads/stores, not gathers.
+  EXPECT_NE(ir.find("load <16 x float>"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("store <16 x float>"), std::string::npos) << ir;
+  EXPECT_EQ(ir.find("gather"), std::string::npos) << ir;
 }
 
 TEST(CodegenCpu, DiskCacheHitsAndRecoversFromCorruptFiles) {
