@@ -88,9 +88,9 @@ std::string run_data_set(const fs::path& case_dir, const fs::path& ds, const Dri
   std::ostringstream notes;
   const auto dims = bind_symbols(g0, given, {}, &notes);
   compile_model(*m, dims, o);
-  *ops = interpreter_ops(*m, o.target);
   const auto inputs = assemble_inputs(*m->graph, given, dims, 0, &notes);
-  ExecResult r = execute(*m, inputs, o.target);
+  ExecResult r = execute(*m, inputs, o.target, o.threads);
+  *ops = r.interpreter_ops;
   TS_CHECK(r.outputs.size() == expected.size(), "produced ", r.outputs.size(), " outputs, expected ", expected.size());
   for (size_t i = 0; i < expected.size(); ++i) {
     std::string msg = compare_values(r.outputs[i], expected[i]);

@@ -6,6 +6,7 @@
 #include <iostream>
 #include <set>
 
+#include "tessel/driver/compiler.h"
 #include "tessel/driver/npy.h"
 #include "tessel/driver/random_inputs.h"
 #include "tessel/interp/interpreter.h"
@@ -135,34 +136,35 @@ std::vector<RtValue> assemble_inputs(const Graph& g, const std::map<std::string,
   return out;
 }
 
-ExecResult execute(const Model& m, const std::vector<RtValue>& inputs, Target t) {
+ExecResult execute(const Model& m, const std::vector<RtValue>& inputs, Target t, int threads) {
   ExecResult r;
+  using Clock = std::chrono::steady_clock;
   switch (t) {
     case Target::Cuda:
       fail("CUDA target not available yet");
-    case Target::Reference:
-    case Target::Cpu: {  // the compiled CPU path is not there yet: interpret
+    case Target::Reference: {
       Interpreter interp;
-      const auto t0 = std::chrono::steady_clock::now();
+      const auto t0 = Clock::now();
       r.outputs = interp.run(*m.graph, inputs);
-      r.time_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      r.time_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+      std::set<std::string> ops;
+      collect_ops(*m.graph, &ops);
+      r.interpreter_ops.assign(ops.begin(), ops.end());
+      break;
+    }
+    case Target::Cpu: {
+      DriverOptions o;
+      o.threads = threads;
+      std::unique_ptr<CompiledModel> c = compile_for_cpu(m, o);
+      r.compile_s = c->compile_s;
+      const auto t0 = Clock::now();
+      r.outputs = c->exe->run(inputs);
+      r.time_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+      r.interpreter_ops = c->exe->interpreter_ops();
       break;
     }
   }
   return r;
-}
-
-std::vector<std::string> interpreter_ops(const Model& m, Target t) {
-  std::set<std::string> ops;
-  switch (t) {
-    case Target::Reference:
-    case Target::Cpu:
-      collect_ops(*m.graph, &ops);
-      break;
-    case Target::Cuda:
-      break;
-  }
-  return {ops.begin(), ops.end()};
 }
 
 std::string describe_value(const RtValue& v) {

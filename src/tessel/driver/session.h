@@ -42,16 +42,16 @@ std::vector<RtValue> assemble_inputs(const Graph& g, const std::map<std::string,
 
 struct ExecResult {
   std::vector<RtValue> outputs;  // in graph output order
-  double time_ms = 0;
+  double time_ms = 0;            // the run alone
+  double compile_s = 0;          // code generation (Target::Cpu)
+  // Operators (domain-qualified when not ai.onnx) that ran on the
+  // interpreter: on the reference target every op, subgraphs included.
+  std::vector<std::string> interpreter_ops;
 };
 
-// Executes the (compiled) model on the target. Until the compiled CPU path
-// lands, Target::Cpu runs the reference interpreter too.
-ExecResult execute(const Model& m, const std::vector<RtValue>& inputs, Target t);
-
-// Operators (domain-qualified when not ai.onnx) that run on the interpreter
-// for this target: every node's op, subgraphs included, sorted and unique.
-std::vector<std::string> interpreter_ops(const Model& m, Target t);
+// Executes the model (after compile_model) on the target: Reference runs the
+// interpreter, Cpu compiles kernels (driver/compiler.h) and runs them.
+ExecResult execute(const Model& m, const std::vector<RtValue>& inputs, Target t, int threads = 0);
 
 // "f32[1,1000]", "seq<3 x f32>", "none".
 std::string describe_value(const RtValue& v);

@@ -75,6 +75,41 @@ void reads_of(const Node& n, std::vector<const Value*>* out) {
 
 }  // namespace
 
+std::vector<RtValue> Interpreter::exec_node(const Node& n, Env& env) const {
+  const OpSchema* s = reg_.find(n.domain, n.op);
+  TS_CHECK(s && s->kernel, n.describe(), ": no reference kernel for operator '",
+           n.domain.empty() ? n.op : n.domain + "." + n.op, "'");
+  KernelContext ctx(n);
+  for (const Value* v : n.inputs) {
+    if (!v) {
+      ctx.inputs.push_back(nullptr);
+      continue;
+    }
+    const RtValue* rv = env.find(v);
+    if (!rv && v->is_constant()) rv = &env.vals.emplace(v, RtValue(*v->constant)).first->second;
+    TS_CHECK(rv, n.describe(), ": input '", v->name, "' has no value");
+    ctx.inputs.push_back(rv);
+  }
+  ctx.run_subgraph = [this, &env](const Graph& sg, const std::vector<RtValue>& in) { return run_in(sg, in, &env); };
+  s->kernel(ctx);
+  for (size_t i = 0; i < n.outputs.size(); ++i)
+    if (n.outputs[i]) {
+      const RtValue& o = ctx.outputs[i];
+      TS_CHECK(!o.is_tensor() || o.tensor.defined(), n.describe(), ": kernel did not produce output ", i);
+    }
+  return std::move(ctx.outputs);
+}
+
+std::vector<RtValue> Interpreter::run_node(const Node& n,
+                                           const std::function<const RtValue*(const Value*)>& lookup) const {
+  Env env;
+  std::vector<const Value*> reads;
+  reads_of(n, &reads);
+  for (const Value* v : reads)
+    if (const RtValue* rv = lookup(v)) env.vals.emplace(v, *rv);
+  return exec_node(n, env);
+}
+
 std::vector<RtValue> Interpreter::run(const Graph& g, const std::vector<RtValue>& inputs) const {
   return run_in(g, inputs, nullptr);
 }
@@ -101,31 +136,10 @@ std::vector<RtValue> Interpreter::run_in(const Graph& g, const std::vector<RtVal
   idx = 0;
   for (const auto& np : g.nodes()) {
     const Node& n = *np;
-    const OpSchema* s = reg_.find(n.domain, n.op);
-    TS_CHECK(s && s->kernel, n.describe(), ": no reference kernel for operator '",
-             n.domain.empty() ? n.op : n.domain + "." + n.op, "'");
-    KernelContext ctx(n);
-    for (const Value* v : n.inputs) {
-      if (!v) {
-        ctx.inputs.push_back(nullptr);
-        continue;
-      }
-      const RtValue* rv = env.find(v);
-      if (!rv && v->is_constant()) rv = &env.vals.emplace(v, RtValue(*v->constant)).first->second;
-      TS_CHECK(rv, n.describe(), ": input '", v->name, "' has no value");
-      ctx.inputs.push_back(rv);
-    }
-    ctx.run_subgraph = [this, &env](const Graph& sg, const std::vector<RtValue>& in) {
-      return run_in(sg, in, &env);
-    };
-    s->kernel(ctx);
-    for (size_t i = 0; i < n.outputs.size(); ++i) {
-      if (!n.outputs[i]) continue;
-      const RtValue& o = ctx.outputs[i];
-      TS_CHECK(!o.is_tensor() || o.tensor.defined(), n.describe(), ": kernel did not produce output ", i);
-      env.vals[n.outputs[i]] = o;
-    }
-    if (on_node) on_node(n, ctx.outputs);
+    std::vector<RtValue> outs = exec_node(n, env);
+    for (size_t i = 0; i < n.outputs.size(); ++i)
+      if (n.outputs[i]) env.vals[n.outputs[i]] = outs[i];
+    if (on_node) on_node(n, outs);
     // Free values of this scope whose last reader has run.
     for (const Value* v : n.inputs)
       if (v && v->owner == &g && !keep.count(v) && last_use[v] == idx && !v->is_constant()) env.vals.erase(v);

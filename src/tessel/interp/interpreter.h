@@ -20,11 +20,16 @@ class Interpreter {
   // input that does not match the graph's declared type.
   std::vector<RtValue> run(const Graph& g, const std::vector<RtValue>& inputs) const;
 
+  // Runs one node; `lookup` gives the value of each value it reads (inputs,
+  // and outer-scope values its subgraphs read), or nullptr for constants.
+  std::vector<RtValue> run_node(const Node& n, const std::function<const RtValue*(const Value*)>& lookup) const;
+
   // Called after each node with the node and its outputs (for tracing/tests).
   std::function<void(const Node&, const std::vector<RtValue>&)> on_node;
 
  private:
   struct Env;
+  std::vector<RtValue> exec_node(const Node& n, Env& env) const;
   std::vector<RtValue> run_in(const Graph& g, const std::vector<RtValue>& inputs, const Env* outer) const;
   const OpRegistry& reg_;
 };

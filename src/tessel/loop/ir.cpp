@@ -15,7 +15,9 @@ std::shared_ptr<ExprNode> make(ExprKind k, DType t) {
   return n;
 }
 
-bool computable(DType t) {
+}  // namespace
+
+bool is_computable(DType t) {
   switch (t) {
     case DType::Bool: case DType::I8: case DType::I16: case DType::I32: case DType::I64:
     case DType::U8: case DType::U16: case DType::U32: case DType::U64:
@@ -26,8 +28,10 @@ bool computable(DType t) {
   }
 }
 
+namespace {
+
 void check_type(DType t, const char* what) {
-  TS_CHECK(computable(t), str_cat("loop IR: ", what, " of type ", dtype_name(t), " is not supported"));
+  TS_CHECK(is_computable(t), str_cat("loop IR: ", what, " of type ", dtype_name(t), " is not supported"));
 }
 
 void check_operand(const Expr& e, const char* what) {

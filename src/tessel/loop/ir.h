@@ -32,6 +32,10 @@
 
 namespace tessel::loop {
 
+// Element types loop IR computes with: bool, 8..64-bit integers, f16, bf16,
+// f32, f64 (float8/float4/int4/int2 and strings are not).
+bool is_computable(DType t);
+
 // ---- buffers ---------------------------------------------------------------
 
 enum class BufferScope {

@@ -105,6 +105,10 @@ const OpRegistry& OpRegistry::global() {
     register_control_ops(r);
     register_sequence_ops(r);
     register_misc_ops(r);
+    register_elementwise_lowerings(r);
+    register_reduction_lowerings(r);
+    register_movement_lowerings(r);
+    register_matmul_lowerings(r);
     return r;
   }();
   return reg;
@@ -114,6 +118,14 @@ void OpRegistry::add(OpSchema s) {
   auto key = std::make_pair(s.domain, s.name);
   TS_CHECK(!ops_.count(key), "operator ", s.name, " registered twice");
   ops_.emplace(key, std::move(s));
+}
+
+void OpRegistry::set_lowering(const std::string& domain, const std::string& name, FusionKind kind, LowerFn fn) {
+  auto it = ops_.find({domain, name});
+  TS_CHECK(it != ops_.end(), "lowering for unregistered operator ", name);
+  TS_CHECK(it->second.lower == nullptr, "operator ", name, " lowered twice");
+  it->second.lower = fn;
+  it->second.fusion = kind;
 }
 
 const OpSchema* OpRegistry::find(const std::string& domain, const std::string& name) const {

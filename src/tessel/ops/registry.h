@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "tessel/ir/graph.h"
+#include "tessel/ops/lowering.h"
 
 namespace tessel {
 
@@ -114,12 +115,17 @@ struct OpSchema {
   // Last opset in which the op exists (e.g. Scatter, Upsample were removed);
   // 0 = still present.
   int removed_in = 0;
+  // Compiled form (see lowering.h); nullptr = interpreter only.
+  LowerFn lower = nullptr;
+  FusionKind fusion = FusionKind::Opaque;
 };
 
 class OpRegistry {
  public:
   static const OpRegistry& global();
   void add(OpSchema s);  // throws on duplicates
+  // Gives a registered op its compiled form (family *_lower.cpp files).
+  void set_lowering(const std::string& domain, const std::string& name, FusionKind kind, LowerFn fn);
   const OpSchema* find(const std::string& domain, const std::string& name) const;
   std::vector<const OpSchema*> all() const;
 
@@ -145,5 +151,10 @@ void register_movement_ops(OpRegistry& r);
 void register_control_ops(OpRegistry& r);
 void register_sequence_ops(OpRegistry& r);
 void register_misc_ops(OpRegistry& r);
+// Compiled forms, one file per family (after every op is registered).
+void register_elementwise_lowerings(OpRegistry& r);
+void register_reduction_lowerings(OpRegistry& r);
+void register_movement_lowerings(OpRegistry& r);
+void register_matmul_lowerings(OpRegistry& r);
 
 }  // namespace tessel

@@ -22,7 +22,7 @@ int cmd_demo(const DemoArgs& a, const CommonArgs& c) {
     std::unique_ptr<Model> m = build_demo_model();
     compile_model(*m, {}, o);
     *input = random_input(*m->graph, 0, {}, a.seed);
-    *r = execute(*m, {RtValue(*input)}, t);
+    *r = execute(*m, {RtValue(*input)}, t, o.threads);
     TS_CHECK(r->outputs.size() == 1 && r->outputs[0].is_tensor(), "demo model produced no tensor");
   };
   ExecResult cpu, ref;
@@ -42,7 +42,7 @@ int cmd_demo(const DemoArgs& a, const CommonArgs& c) {
       if (p.get_f64(i) > p.get_f64(best)) best = i;
     }
   const char* cpu_name = o.target == Target::Reference ? "reference" : "cpu";
-  log << cpu_name << (o.target == Target::Cpu ? " (reference interpreter for now)" : "") << ": probs "
+  log << cpu_name << ": probs "
       << describe_value(cpu.outputs[0]) << " " << preview_values(p, 10) << " in " << cpu.time_ms << " ms\n";
   log << "reference: probs " << describe_value(ref.outputs[0]) << " " << preview_values(q, 10) << " in "
       << ref.time_ms << " ms\n";

@@ -1,13 +1,15 @@
-// tessel inspect MODEL [--print-after PASS|all] [--emit graph]
+// tessel inspect MODEL [--print-after PASS|all] [--emit graph|fused|loop|llvm|asm]
 //                      [--disable-pass NAME]... [--elide-constants]
 #include <algorithm>
 #include <iostream>
 #include <sstream>
 
+#include "tessel/driver/compiler.h"
 #include "tessel/driver/json.h"
 #include "tessel/driver/model_loader.h"
 #include "tessel/driver/session.h"
 #include "tessel/ir/printer.h"
+#include "tessel/loop/printer.h"
 #include "tessel/passes/pass_manager.h"
 #include "tessel/support/error.h"
 #include "tessel/tools/commands.h"
@@ -16,10 +18,27 @@ namespace tessel::cli {
 
 namespace {
 
-// What --emit accepts. Later stages add fused, loop, llvm, asm, cuda, ptx.
+// What --emit accepts. The CUDA backend adds cuda and ptx.
 const std::vector<std::string>& emit_kinds() {
-  static const std::vector<std::string> kinds = {"graph"};
+  static const std::vector<std::string> kinds = {"graph", "fused", "loop", "llvm", "asm"};
   return kinds;
+}
+
+// The text of a compiled stage: fusion groups (marking the ones the
+// interpreter runs), loop IR, LLVM IR after optimisation, or assembly.
+std::string emit_stage(const Model& m, const std::string& emit) {
+  CompiledModel c = lower_for_cpu(m);
+  if (emit == "fused") {
+    std::string out = print_fusion(c.plan);
+    for (const std::string& why : c.fallback_reasons) out += "# interpreter: " + why + "\n";
+    return out;
+  }
+  if (emit == "loop") {
+    std::string out;
+    for (const LoweredGroup& lg : c.lowered) out += loop::print(lg.kernel) + "\n";
+    return out;
+  }
+  return emit == "llvm" ? emit_cpu_llvm_ir(c) : emit_cpu_asm(c);
 }
 
 // Joins unique names in order of first appearance (a pass may run twice).
@@ -61,7 +80,8 @@ int cmd_inspect(const InspectArgs& a, const CommonArgs& c) {
   PrintOptions po;
   po.elide_large_constants = a.elide_constants;
   // With --print-after the dumps are the output; otherwise the final IR.
-  const std::string ir = a.print_after.empty() ? print_model(*m, po) : "";
+  std::string ir;
+  if (a.print_after.empty()) ir = a.emit == "graph" ? print_model(*m, po) : emit_stage(*m, a.emit);
   if (c.json) {
     Json j = Json::object();
     j.set("model", a.model);

@@ -64,7 +64,7 @@ int cmd_run(const RunArgs& a, const CommonArgs& c) {
   compile_model(*m, dims, o);
   const double compile_ms = ms_since(t0);
   const auto inputs = assemble_inputs(*m->graph, given, dims, o.seed, &std::cerr);
-  const ExecResult r = execute(*m, inputs, o.target);
+  const ExecResult r = execute(*m, inputs, o.target, o.threads);
   if (!a.save_outputs.empty()) save_outputs(a.save_outputs, r.outputs);
 
   const Graph& g = *m->graph;

@@ -20,13 +20,13 @@ using namespace tessel::cli;
 
 void add_common(CLI::App* sub, CommonArgs* c) {
   sub->add_option("--target", c->target,
-                  "reference | cpu | cuda (default cpu). Until the compiled CPU path lands, cpu runs the reference "
-                  "interpreter; cuda is not available yet")
+                  "reference | cpu | cuda (default cpu). cpu compiles kernels with LLVM; nodes without a compiled "
+                  "form run on the reference interpreter (see inspect --emit fused); cuda is not available yet")
       ->check(CLI::IsMember({"reference", "cpu", "cuda"}));
   sub->add_option("--dim", c->dims, "Bind a symbolic dimension, SYMBOL=N (repeatable)")
       ->allow_extra_args(false)
       ->type_name("SYMBOL=N");
-  sub->add_option("--threads", c->threads, "Worker threads (0 = default; the interpreter uses one)");
+  sub->add_option("--threads", c->threads, "Worker threads for compiled kernels (0 = all cores; the interpreter uses one)");
   sub->add_option("--precision", c->precision, "fp32 | bf16 | fp16 (default fp32; only fp32 is implemented)")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   sub->add_flag("--json", c->json, "Print exactly one JSON object on stdout; logs go to stderr");
@@ -81,7 +81,7 @@ int main(int argc, char** argv) {
   inspect->add_option("MODEL", inspect_args.model, "Model file (.onnx or .tir)")->required();
   inspect->add_option("--print-after", inspect_args.print_after, "Print the IR after this pass, or after every pass (all)")
       ->type_name("PASS|all");
-  inspect->add_option("--emit", inspect_args.emit, "What to print: graph (default)");
+  inspect->add_option("--emit", inspect_args.emit, "What to print: graph (default), fused (kernel groups), loop (loop IR), llvm, asm");
   inspect->add_option("--disable-pass", inspect_args.disable_pass, "Skip a pass of the pipeline (repeatable)")
       ->allow_extra_args(false)
       ->type_name("NAME");

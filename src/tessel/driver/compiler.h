@@ -1,0 +1,42 @@
+// The compiled CPU path, end to end: fusion plan -> one loop-IR kernel per
+// group -> math expansion, simplification, verification -> LLVM (one module,
+// cached on disk) -> an Executable. Groups whose nodes have no compiled form
+// are re-planned around them; those nodes run on the interpreter.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessel/driver/options.h"
+#include "tessel/ir/graph.h"
+#include "tessel/loop/ir.h"
+#include "tessel/lower/lower_group.h"
+#include "tessel/passes/fusion.h"
+#include "tessel/runtime/executable.h"
+
+namespace tessel {
+
+struct CompiledModel {
+  FusionPlan plan;
+  std::vector<LoweredGroup> lowered;  // one per compiled group, in plan order
+  std::vector<loop::Kernel> kernels() const;
+  std::unique_ptr<Executable> exe;
+  double compile_s = 0;
+  bool from_cache = false;
+  // Why each interpreter-run node has no compiled form (for inspect).
+  std::vector<std::string> fallback_reasons;
+};
+
+// Compiles `m` (after the graph pass pipeline) for this CPU. `m` must outlive
+// the result. Throws tessel::Error when tessel was built without LLVM.
+std::unique_ptr<CompiledModel> compile_for_cpu(const Model& m, const DriverOptions& o);
+
+// Plans and lowers without generating code (inspect --emit fused|loop).
+CompiledModel lower_for_cpu(const Model& m);
+
+// Text forms for `tessel inspect --emit llvm|asm`.
+std::string emit_cpu_llvm_ir(const CompiledModel& c);
+std::string emit_cpu_asm(const CompiledModel& c);
+
+}  // namespace tessel

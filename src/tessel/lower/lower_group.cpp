@@ -1,0 +1,340 @@
+#include "tessel/lower/lower_group.h"
+
+#include <map>
+#include <set>
+
+#include "tessel/loop/printer.h"
+#include "tessel/loop/visit.h"
+#include "tessel/lower/dim_expr.h"
+#include "tessel/ops/lowering.h"
+#include "tessel/support/error.h"
+
+namespace tessel {
+
+namespace {
+
+using loop::Expr;
+using loop::Stmt;
+using Idx = std::vector<Expr>;
+
+// Rank-1 outputs are cut into chunks of this many elements so that the
+// parallel loop has work to share.
+constexpr int64_t kChunk = 4096;
+
+class GroupLowerer;
+
+// The LowerContext one op's lowering sees.
+class NodeContext final : public LowerContext {
+ public:
+  NodeContext(const Node& n, GroupLowerer& gl) : LowerContext(n), gl_(gl) {}
+  std::vector<Expr> in_shape(size_t i) override;
+  std::vector<Expr> out_shape(size_t i) override;
+  Expr input(size_t i, const Idx& index) override;
+  const Tensor* input_const(size_t i) override {
+    const Value* v = node.input(i);
+    return v && v->constant ? &*v->constant : nullptr;
+  }
+  Expr reduce(ReduceOp op, Expr init, const Idx& extents, const std::function<Expr(const Idx&)>& body) override;
+  void check(Expr cond, const std::string& message) override;
+
+ private:
+  GroupLowerer& gl_;
+};
+
+class GroupLowerer {
+ public:
+  GroupLowerer(const FusionGroup& g, const OpRegistry& reg, const NestSchedule& s)
+      : group_(g), reg_(reg), sched_(s), members_(g.nodes.begin(), g.nodes.end()) {}
+
+  LoweredGroup run();
+
+  Idx shape_of(const Value* v) {
+    if (!v->type.has_shape()) throw LoweringUnsupported(str_cat("%", v->name, " has an unknown rank"));
+    return shape_to_exprs(*v->type.shape, &syms_);
+  }
+  Expr value_at(const Value* v, const Idx& index);
+  Expr reduce(ReduceOp op, Expr init, const Idx& extents, const std::function<Expr(const Idx&)>& body);
+  void check(Expr cond, const std::string& message) {
+    levels_[level_of(cond, levels_.size())].stmts.push_back(loop::assert_that(std::move(cond), message));
+  }
+
+ private:
+  // Statements and accumulators that live at one loop depth.
+  struct Level {
+    std::vector<Stmt> stmts;
+    std::vector<loop::BufferRef> allocs;
+  };
+
+  loop::BufferRef param_for(const Value* v);
+  Expr inline_member(const Value* v, const Idx& index);
+  // Deepest level (< below) of a variable or accumulator that `e` mentions.
+  size_t level_of(const Expr& e, size_t below) const;
+  Stmt close_level(size_t depth, std::vector<Stmt> tail);
+  Stmt inner_loop(const std::string& var, const Expr& min, const Expr& extent, const Stmt& body, bool vectorize);
+  std::string fresh(const char* prefix) { return str_cat(prefix, counter_++); }
+
+  const FusionGroup& group_;
+  const OpRegistry& reg_;
+  NestSchedule sched_;
+  std::set<const Node*> members_;
+  std::vector<Level> levels_;
+  std::map<std::string, size_t> var_level_;
+  std::map<const loop::Buffer*, size_t> acc_level_;
+  std::map<std::string, Expr> memo_;  // reductions, by node, output and index text
+  std::map<const Value*, loop::BufferRef> param_of_;
+  std::vector<const Value*> param_values_;
+  std::vector<loop::BufferRef> params_;
+  std::set<std::string> syms_;
+  int counter_ = 0;
+};
+
+std::vector<Expr> NodeContext::in_shape(size_t i) { return gl_.shape_of(node.input(i)); }
+std::vector<Expr> NodeContext::out_shape(size_t i) { return gl_.shape_of(node.outputs.at(i)); }
+Expr NodeContext::input(size_t i, const Idx& index) {
+  TS_CHECK(node.has_input(i), node.describe(), ": lowering reads omitted input ", i);
+  return gl_.value_at(node.input(i), index);
+}
+Expr NodeContext::reduce(ReduceOp op, Expr init, const Idx& extents, const std::function<Expr(const Idx&)>& body) {
+  return gl_.reduce(op, std::move(init), extents, body);
+}
+void NodeContext::check(Expr cond, const std::string& message) { gl_.check(std::move(cond), message); }
+
+Expr scalar_immediate(const Tensor& t) {
+  if (is_float(t.dtype())) return loop::float_imm(t.dtype(), t.get_f64(0));
+  if (t.dtype() == DType::U64) return loop::int_imm(t.dtype(), static_cast<int64_t>(t.get_u64(0)));
+  return loop::int_imm(t.dtype(), t.get_i64(0));
+}
+
+Expr combine(ReduceOp op, const Expr& acc, const Expr& v) {
+  switch (op) {
+    case ReduceOp::Sum: return acc + v;
+    case ReduceOp::Prod: return acc * v;
+    case ReduceOp::Max: return loop::max(acc, v);
+    case ReduceOp::Min: return loop::min(acc, v);
+  }
+  fail("unknown reduction");
+}
+
+Stmt wrap_allocs(const std::vector<loop::BufferRef>& allocs, Stmt body) {
+  for (auto it = allocs.rbegin(); it != allocs.rend(); ++it) body = loop::allocate(*it, body);
+  return body;
+}
+
+loop::BufferRef LoweringBuffer(const std::string& name, DType t, Idx shape, loop::BufferScope scope) {
+  auto b = std::make_shared<loop::Buffer>();
+  b->name = name;
+  b->dtype = t;
+  b->shape = std::move(shape);
+  b->scope = scope;
+  return b;
+}
+
+void require_computable(const Value* v) {
+  if (!loop::is_computable(v->type.dtype))
+    throw LoweringUnsupported(str_cat("%", v->name, " has dtype ", dtype_name(v->type.dtype),
+                                      " which compiled kernels do not handle"));
+}
+
+loop::BufferRef GroupLowerer::param_for(const Value* v) {
+  auto it = param_of_.find(v);
+  if (it != param_of_.end()) return it->second;
+  require_computable(v);
+  loop::BufferRef b = LoweringBuffer(str_cat("in", params_.size()), v->type.dtype, shape_of(v), loop::BufferScope::Param);
+  param_of_[v] = b;
+  param_values_.push_back(v);
+  params_.push_back(b);
+  return b;
+}
+
+Expr GroupLowerer::inline_member(const Value* v, const Idx& index) {
+  const Node& n = *v->producer;
+  const OpSchema* s = reg_.find(n.domain, n.op);
+  TS_CHECK(s && s->lower, n.describe(), ": fused without a lowering");
+  const size_t out = static_cast<size_t>(v->producer_output);
+  std::string key;
+  if (s->fusion == FusionKind::Reduction) {
+    key = str_cat(static_cast<const void*>(&n), "#", out);
+    for (const Expr& e : index) key += "," + loop::print(e);
+    auto it = memo_.find(key);
+    if (it != memo_.end()) return it->second;
+  }
+  NodeContext ctx(n, *this);
+  Expr e;
+  try {
+    e = s->lower(ctx, out, index);
+  } catch (LoweringUnsupported& u) {
+    if (!u.node) u.node = &n;
+    throw;
+  }
+  TS_CHECK(e.dtype() == v->type.dtype, n.describe(), ": lowering gives ", dtype_name(e.dtype()), " for %", v->name,
+           " of ", dtype_name(v->type.dtype));
+  if (!key.empty()) memo_[key] = e;
+  return e;
+}
+
+Expr GroupLowerer::value_at(const Value* v, const Idx& index) {
+  TS_CHECK(v != nullptr, "lowering reads an omitted value");
+  if (v->producer && members_.count(v->producer)) return inline_member(v, index);
+  require_computable(v);
+  if (v->constant && v->constant->numel() == 1) return scalar_immediate(*v->constant);
+  return loop::load(param_for(v), index);
+}
+
+size_t GroupLowerer::level_of(const Expr& e, size_t below) const {
+  size_t deepest = 0;
+  loop::visit_expr(e, [&](const Expr& x) {
+    if (x->kind == loop::ExprKind::Var) {
+      auto it = var_level_.find(x->name);
+      if (it != var_level_.end() && it->second < below) deepest = std::max(deepest, it->second);
+    } else if (x->kind == loop::ExprKind::Load) {
+      auto it = acc_level_.find(x->buffer.get());
+      if (it != acc_level_.end() && it->second < below) deepest = std::max(deepest, it->second);
+    }
+  });
+  return deepest;
+}
+
+Expr GroupLowerer::reduce(ReduceOp op, Expr init, const Idx& extents, const std::function<Expr(const Idx&)>& body) {
+  const size_t base = levels_.size();
+  Idx vars;
+  for (size_t j = 0; j < extents.size(); ++j) {
+    const std::string name = fresh("k");
+    var_level_[name] = levels_.size();
+    levels_.emplace_back();
+    vars.push_back(loop::var(name));
+  }
+  Expr value = body(vars);
+  loop::BufferRef acc = LoweringBuffer(fresh("acc"), init.dtype(), {Expr(1)}, loop::BufferScope::Local);
+  TS_CHECK(value.dtype() == init.dtype(), "reduction body of type ", dtype_name(value.dtype()), " but init of ",
+           dtype_name(init.dtype()));
+  Stmt s = loop::store(acc, {Expr(0)}, combine(op, loop::load(acc, {Expr(0)}), value));
+  for (size_t j = extents.size(); j-- > 0;) {
+    Level& lv = levels_[base + j];
+    std::vector<Stmt> stmts = lv.stmts;
+    stmts.push_back(s);
+    s = loop::for_loop(vars[j]->name, Expr(0), extents[j], loop::ForKind::Serial, wrap_allocs(lv.allocs, loop::seq(stmts)));
+  }
+  levels_.resize(base);
+  for (const Expr& v : vars) var_level_.erase(v->name);
+
+  // The loop nest goes to the deepest enclosing level that anything in it
+  // mentions, inner reductions' statements included.
+  size_t t = level_of(init, base);
+  loop::visit_stmt(s, [](const Stmt&) {}, [&](const Expr& e) { t = std::max(t, level_of(e, base)); });
+  levels_[t].allocs.push_back(acc);
+  levels_[t].stmts.push_back(loop::store(acc, {Expr(0)}, init));
+  levels_[t].stmts.push_back(s);
+  acc_level_[acc.get()] = t;
+  return loop::load(acc, {Expr(0)});
+}
+
+Stmt GroupLowerer::close_level(size_t depth, std::vector<Stmt> tail) {
+  std::vector<Stmt> stmts = levels_[depth].stmts;
+  for (Stmt& s : tail) stmts.push_back(std::move(s));
+  return wrap_allocs(levels_[depth].allocs, loop::seq(std::move(stmts)));
+}
+
+// for var in [min, min + extent): body, split into a vectorized main part and
+// a scalar tail when `vectorize`.
+Stmt GroupLowerer::inner_loop(const std::string& var, const Expr& min, const Expr& extent, const Stmt& body,
+                              bool vectorize) {
+  const int64_t w = sched_.vector_width;
+  int64_t n = 0;
+  if (!vectorize || w <= 1 || (loop::as_const_int(extent, &n) && n < w))
+    return loop::for_loop(var, min, extent, loop::ForKind::Serial, body);
+  const std::string vo = fresh("vo"), vi = fresh("vi");
+  Expr main = loop::floordiv(extent, Expr(w));
+  Expr at = min + loop::var(vo) * Expr(w) + loop::var(vi);
+  Stmt vec = loop::for_loop(vo, Expr(0), main,loop::ForKind::Serial,
+                            loop::for_loop(vi, Expr(0), Expr(w), loop::ForKind::Vectorized,
+                                           loop::substitute(body, {{var, at}})));
+  Stmt tail = loop::for_loop(var, min + main * Expr(w), extent - main * Expr(w), loop::ForKind::Serial, body);
+  return loop::seq({vec, tail});
+}
+
+LoweredGroup GroupLowerer::run() {
+  const Node& root = *group_.root;
+  const Value* out = root.outputs.at(0);
+  TS_CHECK(out != nullptr, root.describe(), ": root without an output");
+  require_computable(out);
+  const Idx shape = shape_of(out);
+  const size_t r = shape.size();
+  // Levels: 0 = kernel top; 1 = inside the parallel loop; r >= 1: innermost = inside the element loop.
+  levels_.assign(r == 0 ? 1 : 3, Level{});
+  Idx index;
+  const std::string p = fresh("p");
+  std::vector<std::pair<std::string, Expr>> lets;  // outer index vars from p
+  Expr outer_extent = Expr(1), inner_min = Expr(0), inner_extent;
+  std::string inner_var;
+  if (r == 1) {
+    inner_var = "i0";
+    outer_extent = loop::floordiv(shape[0] + Expr(kChunk - 1), Expr(kChunk));
+    inner_min = loop::var(p) * Expr(kChunk);
+    inner_extent = loop::min(Expr(kChunk), shape[0] - inner_min);
+    index = {loop::var(inner_var)};
+  } else if (r >= 2) {
+    Expr stride = Expr(1);
+    for (size_t k = r - 1; k-- > 0;) {
+      Expr q = loop::floordiv(loop::var(p), stride);
+      lets.insert(lets.begin(), {str_cat("i", k), k == 0 ? q : loop::floormod(q, shape[k])});
+      stride = stride * shape[k];
+    }
+    outer_extent = stride;
+    inner_var = str_cat("i", r - 1);
+    inner_extent = shape[r - 1];
+    for (size_t k = 0; k < r; ++k) index.push_back(loop::var(str_cat("i", k)));
+  }
+  if (r >= 1) {
+    var_level_[p] = 1;
+    for (const auto& [name, e] : lets) var_level_[name] = 1;
+    var_level_[inner_var] = 2;
+  }
+  Expr value = value_at(out, index);
+  loop::BufferRef out_buf =
+      LoweringBuffer(str_cat("out", params_.size()), out->type.dtype, shape, loop::BufferScope::Param);
+  Stmt st = loop::store(out_buf, index, value);
+  Stmt body;
+  if (r == 0) {
+    body = close_level(0, {st});
+  } else {
+    const bool vectorizable = levels_[2].stmts.empty() && levels_[2].allocs.empty();
+    Stmt inner = inner_loop(inner_var, inner_min, inner_extent, close_level(2, {st}), vectorizable);
+    Stmt row = close_level(1, {inner});
+    for (auto it = lets.rbegin(); it != lets.rend(); ++it) row = loop::let(it->first, it->second, row);
+    const loop::ForKind kind = sched_.parallel ? loop::ForKind::Parallel : loop::ForKind::Serial;
+    body = close_level(0, {loop::for_loop(p, Expr(0), outer_extent, kind, row)});
+  }
+
+  LoweredGroup lg;
+  lg.kernel.name = group_.name;
+  lg.kernel.params = params_;
+  lg.kernel.num_inputs = params_.size();
+  lg.kernel.params.push_back(out_buf);
+  lg.kernel.syms.assign(syms_.begin(), syms_.end());
+  lg.kernel.body = body;
+  lg.params = param_values_;
+  lg.params.push_back(out);
+  if (r >= 1 && sched_.parallel) {
+    const Shape& dims = *out->type.shape;
+    Dim n = 1;
+    if (r == 1) {
+      n = Dim::ceildiv(dims[0], Dim(kChunk));
+    } else {
+      for (size_t k = 0; k + 1 < r; ++k) n = n * dims[k];
+    }
+    lg.parallel_extent = n;
+  }
+  return lg;
+}
+
+}  // namespace
+
+LoweredGroup lower_group(const FusionGroup& g, const OpRegistry& reg, const NestSchedule& s) {
+  TS_CHECK(g.compiled && g.root, "lower_group: group ", g.name, " has no compiled form");
+  GroupLowerer gl(g, reg, s);
+  return gl.run();
+}
+
+NestSchedule default_schedule(const FusionGroup&) { return NestSchedule{}; }
+
+}  // namespace tessel

@@ -1,0 +1,51 @@
+// Lowers one fusion group (passes/fusion.h) to one loop-IR kernel.
+//
+// The root's output element is built from the ops' compute definitions
+// (OpSchema::lower): inputs of the group are loads from parameter buffers,
+// members are inlined. The loop nest follows a NestSchedule:
+//
+//   parallel for p in [0, prod(outer dims)) {        // outer output dims fused
+//     let i0 = ..., i1 = ... (from p)                 // row-level statements:
+//     <reductions that depend only on the outer dims>  //   e.g. a row's max and sum
+//     for i_last ... { <per-element reductions>; out[i0, .., i_last] = value }
+//   }
+//
+// The innermost loop is split by the vector width into a vectorized main loop
+// and a scalar tail when nothing but the store sits at that level. Each
+// reduction becomes an accumulator loop placed at the innermost loop level
+// whose variables (or accumulators) its value mentions, so a reduction is
+// computed once where it is needed and shared by identical uses.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tessel/ir/dim.h"
+#include "tessel/loop/ir.h"
+#include "tessel/passes/fusion.h"
+
+namespace tessel {
+
+// The choices a schedule makes for a generic (non-GEMM) kernel. Data, so that
+// a tuner can search them.
+struct NestSchedule {
+  int vector_width = 16;      // lanes of the innermost loop; 1 = no vectorisation
+  bool parallel = true;       // fuse the outer dims into one parallel loop
+};
+
+struct LoweredGroup {
+  loop::Kernel kernel;
+  std::vector<const Value*> params;  // graph value per kernel param (inputs, then the output)
+  // Iterations of the kernel's top-level parallel loop (nullopt: none).
+  std::optional<Dim> parallel_extent;
+};
+
+// Throws LoweringUnsupported (ops/lowering.h) naming the node that has no
+// compiled form for its operands, or tessel::Error on malformed graphs.
+LoweredGroup lower_group(const FusionGroup& g, const OpRegistry& reg, const NestSchedule& s = {});
+
+// The default schedule for a group on this machine's vector width.
+NestSchedule default_schedule(const FusionGroup& g);
+
+}  // namespace tessel

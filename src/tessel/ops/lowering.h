@@ -1,0 +1,85 @@
+// How an operator describes its compiled form: the value of each output
+// element as a loop-IR expression of the output index (Halide's and TVM's
+// "compute definition"). The lowering engine (lower/) implements the context:
+// an input element may be a load from a buffer or the producer's own
+// definition inlined (when both are in one fused group), and a reduction
+// becomes an accumulator loop hoisted to the outermost loop level its value
+// depends on, so that e.g. a softmax row maximum is computed once per row.
+//
+// Op lowerings live beside their reference kernels in ops/*.cpp and register
+// through OpSchema::lower and OpSchema::fusion.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "tessel/ir/graph.h"
+#include "tessel/loop/ir.h"
+#include "tessel/support/error.h"
+
+namespace tessel {
+
+// How the fusion pass may group an op with its neighbours.
+enum class FusionKind {
+  Opaque,       // no lowering: runs on the interpreter
+  Elementwise,  // out[i] = f(in_k[broadcast(i)]): fuses with anything
+  Injective,    // out[i] = in[g(i)] (transpose, slice, concat, gather...): fuses like elementwise
+  Reduction,    // reduces some axes: fuses with producers and with consumers
+};
+
+enum class ReduceOp { Sum, Prod, Max, Min };
+
+// Thrown by LowerContext::unsupported: the node (and so its fused group) has
+// no compiled form for these operands; the driver runs it on the interpreter.
+class LoweringUnsupported : public Error {
+ public:
+  using Error::Error;
+  const Node* node = nullptr;  // the node whose lowering gave up (set by the lowering engine)
+};
+
+class LowerContext {
+ public:
+  explicit LowerContext(const Node& n) : node(n) {}
+  virtual ~LowerContext() = default;
+  const Node& node;
+
+  size_t num_inputs() const { return node.inputs.size(); }
+  bool has_input(size_t i) const { return node.has_input(i); }
+  DType in_dtype(size_t i) const;
+  DType out_dtype(size_t i = 0) const;
+  size_t in_rank(size_t i) const;
+  size_t out_rank(size_t i = 0) const;
+  // Shapes as i64 index expressions (symbols become kernel parameters).
+  virtual std::vector<loop::Expr> in_shape(size_t i) = 0;
+  virtual std::vector<loop::Expr> out_shape(size_t i = 0) = 0;
+  // The element of input i at `index` (as stored: f16 stays f16).
+  virtual loop::Expr input(size_t i, const std::vector<loop::Expr>& index) = 0;
+  // The constant value of input i, or nullptr (shape/axes operands).
+  virtual const Tensor* input_const(size_t i) = 0;
+  // combine(init, body(k) for k over `extents`): each k is a fresh loop var.
+  virtual loop::Expr reduce(ReduceOp op, loop::Expr init, const std::vector<loop::Expr>& extents,
+                            const std::function<loop::Expr(const std::vector<loop::Expr>&)>& body) = 0;
+  // A run-time check: the kernel stops with `message` when cond is false
+  // (e.g. integer division by zero, an index out of range).
+  virtual void check(loop::Expr cond, const std::string& message) = 0;
+  // Fails lowering of this node (the group falls back to the interpreter).
+  [[noreturn]] void unsupported(const std::string& why) const;
+};
+
+// Lowers output `output` of ctx.node at `index` (one i64 expression per output
+// dim). The result has the output's dtype.
+using LowerFn = loop::Expr (*)(LowerContext& ctx, size_t output, const std::vector<loop::Expr>& index);
+
+// ---- helpers shared by op lowerings -----------------------------------------------
+
+// The type elementwise arithmetic is done in: f32 for f16/bf16/f32, else the type.
+DType compute_type(DType t);
+// Input i at `index` converted to compute_type.
+loop::Expr input_as_compute(LowerContext& ctx, size_t i, const std::vector<loop::Expr>& index);
+// Numpy broadcasting: the index of input i for output `index` (aligned from the
+// right; a dim of 1 reads element 0).
+std::vector<loop::Expr> broadcast_index(LowerContext& ctx, size_t i, const std::vector<loop::Expr>& index);
+// Immediate of type t with value v.
+loop::Expr constant(DType t, double v);
+
+}  // namespace tessel

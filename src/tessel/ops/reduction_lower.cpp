@@ -1,0 +1,169 @@
+// Compiled forms of the reduction family: Reduce* and (Log)Softmax. A
+// reduction is a LowerContext::reduce over the reduced axes; the lowering
+// engine hoists it to the loop level of the kept axes, so Softmax computes
+// its row maximum and row sum once per row, not once per element.
+// Floats accumulate in compute_type (f32 for f16/bf16/f32); the interpreter
+// accumulates in double, and the difference is within K·2^-24·Σ|terms|.
+#include <limits>
+
+#include "tessel/ops/lowering.h"
+#include "tessel/ops/registry.h"
+
+namespace tessel {
+namespace {
+
+using loop::Expr;
+using Idx = std::vector<Expr>;
+
+// Which input axes a Reduce* node reduces (axes from the constant input 1).
+std::vector<bool> reduced_axes(LowerContext& ctx) {
+  const size_t rank = ctx.in_rank(0);
+  std::vector<int64_t> axes;
+  if (ctx.has_input(1)) {
+    const Tensor* t = ctx.input_const(1);
+    if (!t) ctx.unsupported("axes are not a constant");
+    for (int64_t i = 0; i < t->numel(); ++i) axes.push_back(t->get_i64(i));
+  }
+  std::vector<bool> red(rank, false);
+  if (axes.empty()) {
+    if (ctx.node.attr_int("noop_with_empty_axes", 0) == 0) red.assign(rank, true);
+    return red;
+  }
+  for (int64_t a : axes) red[static_cast<size_t>(normalize_axis(a, static_cast<int64_t>(rank), ctx.node))] = true;
+  return red;
+}
+
+// Reduces f(x[i]) over the reduced axes of input 0 for output `index`.
+Expr reduce_input(LowerContext& ctx, const std::vector<bool>& red, const Idx& index, ReduceOp op, Expr init,
+                  const std::function<Expr(const Expr&)>& f) {
+  const bool keep = ctx.node.attr_int("keepdims", 1) != 0;
+  const Idx in_shape = ctx.in_shape(0);
+  Idx extents;
+  for (size_t d = 0; d < red.size(); ++d)
+    if (red[d]) extents.push_back(in_shape[d]);
+  return ctx.reduce(op, init, extents, [&](const Idx& k) {
+    Idx in_index;
+    size_t out_d = 0, red_d = 0;
+    for (size_t d = 0; d < red.size(); ++d) {
+      if (red[d]) {
+        in_index.push_back(k[red_d++]);
+        if (keep) ++out_d;
+      } else {
+        in_index.push_back(index[out_d++]);
+      }
+    }
+    return f(input_as_compute(ctx, 0, in_index));
+  });
+}
+
+// Product of the reduced extents, as a float of type t.
+Expr reduced_count(LowerContext& ctx, const std::vector<bool>& red, DType t) {
+  const Idx in_shape = ctx.in_shape(0);
+  Expr n = Expr(1);
+  for (size_t d = 0; d < red.size(); ++d)
+    if (red[d]) n = n * in_shape[d];
+  return loop::cast(t, n);
+}
+
+Expr lowest(DType t) {
+  if (is_float(t)) return loop::float_imm(t, -std::numeric_limits<double>::infinity());
+  if (is_unsigned_int(t)) return loop::int_imm(t, 0);
+  return loop::int_imm(t, int_bits(t) == 64 ? std::numeric_limits<int64_t>::min() : -(int64_t{1} << (int_bits(t) - 1)));
+}
+
+Expr highest(DType t) {
+  if (is_float(t)) return loop::float_imm(t, std::numeric_limits<double>::infinity());
+  if (is_unsigned_int(t)) return loop::int_imm(t, int_bits(t) == 64 ? -1 : (int64_t{1} << int_bits(t)) - 1);
+  return loop::int_imm(t, int_bits(t) == 64 ? std::numeric_limits<int64_t>::max() : (int64_t{1} << (int_bits(t) - 1)) - 1);
+}
+
+enum class Kind { Sum, Mean, Max, Min, Prod, L1, L2, LogSum, LogSumExp, SumSquare };
+
+template <Kind K>
+Expr lower_reduce(LowerContext& ctx, size_t, const Idx& index) {
+  const DType t = compute_type(ctx.in_dtype(0));
+  if (t == DType::Bool) ctx.unsupported("bool reduction");
+  const std::vector<bool> red = reduced_axes(ctx);
+  const auto id = [](const Expr& x) { return x; };
+  const auto sq = [](const Expr& x) { return x * x; };
+  const auto abs = [](const Expr& x) {
+    if (is_float(x.dtype())) return loop::call("fabs", x.dtype(), {x});
+    if (is_unsigned_int(x.dtype())) return x;
+    return loop::select(loop::binary(loop::BinaryOp::Lt, x, constant(x.dtype(), 0)), -x, x);
+  };
+  const Expr zero = constant(t, 0);
+  Expr r;
+  switch (K) {
+    case Kind::Sum: r = reduce_input(ctx, red, index, ReduceOp::Sum, zero, id); break;
+    case Kind::Mean:
+      r = reduce_input(ctx, red, index, ReduceOp::Sum, zero, id);
+      r = loop::binary(loop::BinaryOp::Div, r, reduced_count(ctx, red, t));
+      break;
+    case Kind::Max: r = reduce_input(ctx, red, index, ReduceOp::Max, lowest(t), id); break;
+    case Kind::Min: r = reduce_input(ctx, red, index, ReduceOp::Min, highest(t), id); break;
+    case Kind::Prod: r = reduce_input(ctx, red, index, ReduceOp::Prod, constant(t, 1), id); break;
+    case Kind::L1: r = reduce_input(ctx, red, index, ReduceOp::Sum, zero, abs); break;
+    case Kind::SumSquare: r = reduce_input(ctx, red, index, ReduceOp::Sum, zero, sq); break;
+    case Kind::L2:
+      if (!is_float(t)) ctx.unsupported("integer ReduceL2");
+      r = loop::call("sqrt", t, {reduce_input(ctx, red, index, ReduceOp::Sum, zero, sq)});
+      break;
+    case Kind::LogSum:
+      r = loop::call("log", t, {reduce_input(ctx, red, index, ReduceOp::Sum, zero, id)});
+      break;
+    case Kind::LogSumExp: {
+      // max-shifted so that large inputs do not overflow exp.
+      Expr m = reduce_input(ctx, red, index, ReduceOp::Max, lowest(t), id);
+      Expr safe_m = loop::select(loop::call("isinf", DType::Bool, {m}), zero, m);
+      Expr s = reduce_input(ctx, red, index, ReduceOp::Sum, zero,
+                            [&](const Expr& x) { return loop::call("exp", t, {x - safe_m}); });
+      r = loop::call("log", t, {s}) + safe_m;
+      break;
+    }
+  }
+  return loop::cast(ctx.out_dtype(), r);
+}
+
+// Softmax / LogSoftmax over one axis (opset 13 semantics; the importer
+// upgrades older models).
+template <bool Log>
+Expr lower_softmax(LowerContext& ctx, size_t, const Idx& index) {
+  const DType t = compute_type(ctx.in_dtype(0));
+  if (!is_float(t)) ctx.unsupported("non-float softmax");
+  const size_t rank = ctx.in_rank(0);
+  const size_t axis = static_cast<size_t>(normalize_axis(ctx.node.attr_int("axis", -1), static_cast<int64_t>(rank), ctx.node));
+  const Idx shape = ctx.in_shape(0);
+  const auto at = [&](const Expr& k) {
+    Idx i = index;
+    i[axis] = k;
+    return input_as_compute(ctx, 0, i);
+  };
+  Expr m = ctx.reduce(ReduceOp::Max, constant(t, -std::numeric_limits<double>::infinity()), {shape[axis]},
+                      [&](const Idx& k) { return at(k[0]); });
+  Expr s = ctx.reduce(ReduceOp::Sum, constant(t, 0), {shape[axis]},
+                      [&](const Idx& k) { return loop::call("exp", t, {at(k[0]) - m}); });
+  Expr x = input_as_compute(ctx, 0, index);
+  Expr r = Log ? x - m - loop::call("log", t, {s})
+               : loop::binary(loop::BinaryOp::Div, loop::call("exp", t, {x - m}), s);
+  return loop::cast(ctx.out_dtype(), r);
+}
+
+}  // namespace
+
+void register_reduction_lowerings(OpRegistry& r) {
+  const auto red = [&](const char* name, LowerFn f) { r.set_lowering("", name, FusionKind::Reduction, f); };
+  red("ReduceSum", lower_reduce<Kind::Sum>);
+  red("ReduceMean", lower_reduce<Kind::Mean>);
+  red("ReduceMax", lower_reduce<Kind::Max>);
+  red("ReduceMin", lower_reduce<Kind::Min>);
+  red("ReduceProd", lower_reduce<Kind::Prod>);
+  red("ReduceL1", lower_reduce<Kind::L1>);
+  red("ReduceL2", lower_reduce<Kind::L2>);
+  red("ReduceLogSum", lower_reduce<Kind::LogSum>);
+  red("ReduceLogSumExp", lower_reduce<Kind::LogSumExp>);
+  red("ReduceSumSquare", lower_reduce<Kind::SumSquare>);
+  red("Softmax", lower_softmax<false>);
+  red("LogSoftmax", lower_softmax<true>);
+}
+
+}  // namespace tessel

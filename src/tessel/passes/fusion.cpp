@@ -1,0 +1,145 @@
+#include "tessel/passes/fusion.h"
+
+#include <algorithm>
+#include <map>
+
+#include "tessel/ir/printer.h"
+#include "tessel/support/error.h"
+
+namespace tessel {
+
+namespace {
+
+bool has_subgraph(const Node& n) {
+  for (const auto& [name, a] : n.attrs)
+    if (a.kind == Attribute::Kind::Graph || a.kind == Attribute::Kind::Graphs) return true;
+  return false;
+}
+
+// A node that can be part of a compiled group at all.
+bool compilable(const Node& n, const OpRegistry& reg, const std::set<const Node*>& opaque) {
+  if (opaque.count(&n) || has_subgraph(n) || n.outputs.size() != 1 || n.outputs[0] == nullptr) return false;
+  const OpSchema* s = reg.find(n.domain, n.op);
+  if (!s || !s->lower) return false;
+  if (!n.outputs[0]->type.has_shape()) return false;
+  for (const Value* v : n.inputs)
+    if (v && !v->type.has_shape()) return false;
+  return true;
+}
+
+// Consumers of each value among this graph's nodes; uses inside subgraphs
+// count as a consumer that is no group (the value must be materialised).
+struct Uses {
+  std::map<const Value*, std::vector<const Node*>> consumers;
+  std::set<const Value*> escapes;  // graph outputs, and values used by subgraphs
+};
+
+void note_subgraph_uses(const Graph& sub, Uses& u) {
+  for (const auto& n : sub.nodes()) {
+    for (const Value* v : n->inputs)
+      if (v) u.escapes.insert(v);
+    for (const auto& [name, a] : n->attrs) {
+      if (a.kind == Attribute::Kind::Graph && a.g) note_subgraph_uses(*a.g, u);
+      if (a.kind == Attribute::Kind::Graphs)
+        for (const auto& g : a.graphs)
+          if (g) note_subgraph_uses(*g, u);
+    }
+  }
+  for (const Value* v : sub.outputs) u.escapes.insert(v);
+}
+
+Uses collect_uses(const Graph& g) {
+  Uses u;
+  for (const auto& n : g.nodes()) {
+    for (const Value* v : n->inputs)
+      if (v) u.consumers[v].push_back(n.get());
+    for (const auto& [name, a] : n->attrs) {
+      if (a.kind == Attribute::Kind::Graph && a.g) note_subgraph_uses(*a.g, u);
+      if (a.kind == Attribute::Kind::Graphs)
+        for (const auto& sg : a.graphs)
+          if (sg) note_subgraph_uses(*sg, u);
+    }
+  }
+  for (const Value* v : g.outputs) u.escapes.insert(v);
+  return u;
+}
+
+std::string group_name(size_t index, const Node& root) {
+  std::string op;
+  for (char c : root.op) op += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return str_cat("k", index, "_", op);
+}
+
+}  // namespace
+
+FusionPlan plan_fusion(const Graph& g, const OpRegistry& reg, const std::set<const Node*>& opaque) {
+  const Uses uses = collect_uses(g);
+  std::vector<const Node*> order;
+  for (const auto& n : g.nodes()) order.push_back(n.get());
+
+  // Group id per node, assigned from the outputs backwards.
+  std::map<const Node*, size_t> group_of;
+  std::vector<const Node*> roots;
+  std::vector<bool> compiled;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const Node* n = *it;
+    const bool can = compilable(*n, reg, opaque);
+    if (can && !uses.escapes.count(n->outputs[0])) {
+      auto c = uses.consumers.find(n->outputs[0]);
+      if (c != uses.consumers.end() && !c->second.empty()) {
+        const size_t gid = group_of.at(c->second.front());
+        bool same = compiled[gid];
+        for (const Node* consumer : c->second) same = same && group_of.at(consumer) == gid;
+        if (same) {
+          group_of[n] = gid;
+          continue;
+        }
+      }
+    }
+    group_of[n] = roots.size();
+    roots.push_back(n);
+    compiled.push_back(can);
+  }
+
+  // Groups in topological order of their roots; members in node order.
+  std::vector<size_t> gids(roots.size());
+  for (size_t i = 0; i < gids.size(); ++i) gids[i] = i;
+  std::map<const Node*, size_t> position;
+  for (size_t i = 0; i < order.size(); ++i) position[order[i]] = i;
+  std::sort(gids.begin(), gids.end(), [&](size_t a, size_t b) { return position[roots[a]] < position[roots[b]]; });
+
+  FusionPlan plan;
+  std::map<size_t, size_t> slot;
+  for (size_t gid : gids) {
+    slot[gid] = plan.groups.size();
+    FusionGroup fg;
+    fg.root = roots[gid];
+    fg.compiled = compiled[gid];
+    fg.name = group_name(plan.groups.size(), *fg.root);
+    plan.groups.push_back(std::move(fg));
+  }
+  for (const Node* n : order) plan.groups[slot[group_of[n]]].nodes.push_back(n);
+  for (FusionGroup& fg : plan.groups) {
+    std::set<const Node*> members(fg.nodes.begin(), fg.nodes.end());
+    std::set<const Value*> seen;
+    for (const Node* n : fg.nodes)
+      for (const Value* v : n->inputs)
+        if (v && !(v->producer && members.count(v->producer)) && seen.insert(v).second) fg.inputs.push_back(v);
+  }
+  return plan;
+}
+
+std::string print_fusion(const FusionPlan& p) {
+  std::string out;
+  for (const FusionGroup& fg : p.groups) {
+    out += str_cat("group ", fg.name, fg.compiled ? "" : " (interpreter)", " -> %", fg.root->outputs.empty() || !fg.root->outputs[0] ? std::string("?") : fg.root->outputs[0]->name, "\n");
+    for (const Node* n : fg.nodes) {
+      std::string outs;
+      for (const Value* v : n->outputs) outs += str_cat(outs.empty() ? "" : ", ", v ? "%" + v->name : "_");
+      out += str_cat("  ", outs, " = ", n->op, n == fg.root ? "  (root)" : "", "\n");
+    }
+  }
+  return out;
+}
+
+}  // namespace tessel

@@ -1,0 +1,93 @@
+// Runs a model's fused, lowered kernels through the loop-IR evaluator
+// (loop/eval.h) and compares them with the reference interpreter: this checks
+// fusion and lowering without the LLVM code generator.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "pass_test_util.h"
+#include "tessel/driver/compare.h"
+#include "tessel/loop/eval.h"
+#include "tessel/loop/verifier.h"
+#include "tessel/lower/lower_group.h"
+#include "tessel/passes/fusion.h"
+#include "tessel/passes/pass_manager.h"
+
+namespace tessel::testing {
+
+struct EvalRun {
+  std::vector<RtValue> outputs;
+  size_t kernels = 0;       // groups run as lowered kernels
+  size_t interpreted = 0;   // groups run by the interpreter
+};
+
+// Runs g with every compiled group lowered and evaluated, the others interpreted.
+inline EvalRun run_lowered(const Model& m, const std::vector<RtValue>& inputs) {
+  const Graph& g = *m.graph;
+  const OpRegistry& reg = OpRegistry::global();
+  FusionPlan plan = plan_fusion(g, reg);
+  std::map<const Value*, RtValue> vals;
+  std::map<std::string, int64_t> bind;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    check_value_matches(inputs[i], g.inputs[i]->type, g.inputs[i]->name, &bind);
+    vals[g.inputs[i]] = inputs[i];
+  }
+  auto value_of = [&](const Value* v) -> const RtValue* {
+    auto it = vals.find(v);
+    return it == vals.end() ? nullptr : &it->second;
+  };
+  EvalRun r;
+  Interpreter interp;
+  for (const FusionGroup& fg : plan.groups) {
+    if (!fg.compiled) {
+      std::vector<RtValue> outs = interp.run_node(*fg.root, value_of);
+      for (size_t o = 0; o < fg.root->outputs.size(); ++o)
+        if (fg.root->outputs[o]) vals[fg.root->outputs[o]] = outs[o];
+      ++r.interpreted;
+      continue;
+    }
+    LoweredGroup lg = lower_group(fg, reg, default_schedule(fg));
+    loop::verify(lg.kernel);
+    std::vector<void*> bufs;
+    for (size_t i = 0; i < lg.kernel.num_inputs; ++i) {
+      const Value* v = lg.params[i];
+      const Tensor& t = v->constant ? *v->constant : vals.at(v).tensor;
+      bufs.push_back(const_cast<uint8_t*>(t.raw()));
+    }
+    const Value* out = lg.params.back();
+    std::vector<int64_t> dims;
+    for (const Dim& d : *out->type.shape) dims.push_back(*d.eval(bind));
+    Tensor result(out->type.dtype, dims);
+    bufs.push_back(result.mutable_raw());
+    std::vector<int64_t> syms;
+    for (const std::string& s : lg.kernel.syms) syms.push_back(bind.at(s));
+    const int32_t rc = loop::run_kernel(lg.kernel, bufs, syms);
+    if (rc != 0) throw Error(lg.kernel.assert_messages().at(static_cast<size_t>(rc - 1)));
+    vals[out] = RtValue(result);
+    ++r.kernels;
+  }
+  for (const Value* v : g.outputs) r.outputs.push_back(v->constant ? RtValue(*v->constant) : vals.at(v));
+  return r;
+}
+
+// Infers shapes, then expects lowered kernels to agree with the interpreter
+// on random inputs (symbols bound by `dims`). Returns the lowered run.
+inline EvalRun expect_lowered_matches(Model& m, const std::map<std::string, int64_t>& dims = {},
+                                      Tolerance tol = Tolerance{1e-5, 1e-5}) {
+  PassOptions o;
+  run_pipeline(m, o);
+  const std::vector<RtValue> in = random_inputs(*m.graph, dims, 7);
+  const std::vector<RtValue> want = Interpreter().run(*m.graph, in);
+  EvalRun got = run_lowered(m, in);
+  EXPECT_EQ(got.outputs.size(), want.size());
+  for (size_t i = 0; i < want.size() && i < got.outputs.size(); ++i) {
+    const std::string msg = compare_tensors(got.outputs[i].tensor, want[i].tensor, tol);
+    EXPECT_EQ(msg, "") << "output " << i;
+  }
+  return got;
+}
+
+}  // namespace tessel::testing
