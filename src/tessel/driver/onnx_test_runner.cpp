@@ -87,6 +87,7 @@ std::string run_data_set(const fs::path& case_dir, const fs::path& ds, const Dri
 
   std::ostringstream notes;
   const auto dims = bind_symbols(g0, given, {}, &notes);
+  fold_shape_inputs(*m, given, o.target);
   compile_model(*m, dims, o);
   const auto inputs = assemble_inputs(*m->graph, given, dims, 0, &notes);
   ExecResult r = execute(*m, inputs, o.target, o.threads);

@@ -136,6 +136,14 @@ std::vector<RtValue> assemble_inputs(const Graph& g, const std::map<std::string,
   return out;
 }
 
+void fold_shape_inputs(Model& m, const std::map<std::string, RtValue>& given, Target t) {
+  if (t != Target::Cpu) return;
+  std::map<std::string, Tensor> values;
+  for (const auto& [name, v] : given)
+    if (v.is_tensor()) values.emplace(name, v.tensor);
+  bind_shape_inputs(m, values);
+}
+
 ExecResult execute(const Model& m, const std::vector<RtValue>& inputs, Target t, int threads) {
   ExecResult r;
   using Clock = std::chrono::steady_clock;

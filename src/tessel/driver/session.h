@@ -32,6 +32,11 @@ std::map<std::string, RtValue> read_input_files(const Graph& g,
 std::map<std::string, int64_t> bind_symbols(const Graph& g, const std::map<std::string, RtValue>& given,
                                             const std::map<std::string, int64_t>& cli_dims, std::ostream* notes);
 
+// On the compiled target, given inputs that only steer shapes (axes, target
+// shapes, slice bounds) become constants before compilation, so that the
+// kernels' sizes are known; see passes/bind_shape_inputs.cpp.
+void fold_shape_inputs(Model& m, const std::map<std::string, RtValue>& given, Target t);
+
 // Runs the graph pass pipeline with the options' passes/printing and `dims`.
 void compile_model(Model& m, const std::map<std::string, int64_t>& dims, const DriverOptions& o);
 

@@ -170,8 +170,10 @@ Expr pow_(LowerContext& ctx, const Expr& a, const Expr& b) {
 Expr bitshift_(LowerContext& ctx, const Expr& a, const Expr& b) {
   const bool left = ctx.node.attr_string("direction", "") == "LEFT";
   Expr shifted = bin(left ? BinaryOp::Shl : BinaryOp::Shr, a, b);
-  // Shifting by the width or more gives 0 (the interpreter's rule).
-  return loop::select(bin(BinaryOp::Ge, b, k(b, int_bits(a.dtype()))), k(a, 0), shifted);
+  // Shifting by the width or more (the interpreter's rule): left gives 0,
+  // right gives the sign fill (0 or -1 for signed types).
+  Expr overflow = left || is_unsigned_int(a.dtype()) ? k(a, 0) : loop::select(lt(a, k(a, 0)), k(a, -1), k(a, 0));
+  return loop::select(bin(BinaryOp::Ge, b, k(b, int_bits(a.dtype()))), overflow, shifted);
 }
 
 Expr prelu_(LowerContext&, const Expr& x, const Expr& slope) {

@@ -29,6 +29,11 @@ std::vector<int64_t> const_ints(LowerContext& ctx, size_t i, const char* what) {
 // Reshape, Flatten, Squeeze, Unsqueeze: trailing dims that agree map
 // directly (and size-1 dims drop out); the rest goes through the flat index.
 Expr lower_reshape(LowerContext& ctx, size_t, const Idx& index) {
+  // A shape computed at run time would leave the output size unknown
+  // before the kernel runs.
+  if ((ctx.node.op == "Reshape" || ctx.node.op == "Unsqueeze" || ctx.node.op == "Squeeze") && ctx.has_input(1) &&
+      !ctx.input_const(1))
+    ctx.unsupported("the shape operand is not constant");
   const Shape& in = in_dims(ctx, 0);
   const Shape& out = out_dims(ctx);
   const Idx in_e = ctx.in_shape(0), out_e = ctx.out_shape(0);
@@ -69,7 +74,10 @@ Expr lower_transpose(LowerContext& ctx, size_t, const Idx& index) {
   return ctx.input(0, r);
 }
 
-Expr lower_expand(LowerContext& ctx, size_t, const Idx& index) { return ctx.input(0, broadcast_index(ctx, 0, index)); }
+Expr lower_expand(LowerContext& ctx, size_t, const Idx& index) {
+  if (!ctx.input_const(1)) ctx.unsupported("the shape operand is not constant");
+  return ctx.input(0, broadcast_index(ctx, 0, index));
+}
 
 // Slice with constant starts/ends/axes/steps: in = start + out * step, with
 // start clamped as ONNX specifies (done on expressions, so symbolic dims work).

@@ -38,6 +38,9 @@ bool infer_shapes(Model& m, const PassOptions& o);     // shape_inference.cpp
 bool fold_constants(Model& m, const PassOptions& o);   // constant_folding.cpp
 bool eliminate_dead_code(Model& m);                    // dce.cpp
 bool eliminate_common_subexpressions(Model& m);        // cse.cpp
+// Folds graph inputs that only steer shapes into constants of the given
+// values (bind_shape_inputs.cpp); run before the pipeline.
+bool bind_shape_inputs(Model& m, const std::map<std::string, Tensor>& values);
 // Substitutes symbol values into every type, then infers and folds again.
 bool bind_dims(Model& m, const std::map<std::string, int64_t>& dims);  // bind_dims.cpp
 

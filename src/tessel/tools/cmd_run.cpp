@@ -60,6 +60,7 @@ int cmd_run(const RunArgs& a, const CommonArgs& c) {
   const double load_ms = ms_since(t0);
   const auto given = read_input_files(*m->graph, files);
   const auto dims = bind_symbols(*m->graph, given, o.dims, &std::cerr);
+  fold_shape_inputs(*m, given, o.target);
   t0 = Clock::now();
   compile_model(*m, dims, o);
   const double compile_ms = ms_since(t0);
