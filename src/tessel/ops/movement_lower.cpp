@@ -149,6 +149,36 @@ Expr lower_gather(LowerContext& ctx, size_t, const Idx& index) {
   return ctx.input(0, at);
 }
 
+// Trilu: keeps x[.., r, c] where c - r >= k (upper) or c - r <= k (lower).
+Expr lower_trilu(LowerContext& ctx, size_t, const Idx& index) {
+  int64_t k = 0;
+  if (ctx.has_input(1)) {
+    const Tensor* t = ctx.input_const(1);
+    if (!t) ctx.unsupported("k is not constant");
+    k = t->get_i64(0);
+  }
+  const size_t r = index.size();
+  if (r < 2) ctx.unsupported("rank below 2");
+  const Expr diff = index[r - 1] - index[r - 2];
+  const bool upper = ctx.node.attr_int("upper", 1) != 0;
+  const Expr keep = loop::binary(upper ? BinaryOp::Ge : BinaryOp::Le, diff, Expr(k));
+  return loop::select(keep, ctx.input(0, index), constant(ctx.out_dtype(), 0));
+}
+
+// GatherElements: out[i] = data[i with i[axis] = indices[i]], checked.
+Expr lower_gather_elements(LowerContext& ctx, size_t, const Idx& index) {
+  const size_t r = ctx.in_rank(0);
+  const size_t axis = static_cast<size_t>(normalize_axis(ctx.node.attr_int("axis", 0), static_cast<int64_t>(r), ctx.node));
+  const Expr dim = ctx.in_shape(0)[axis];
+  Expr n = loop::cast(DType::I64, ctx.input(1, index));
+  n = loop::select(lt(n, Expr(0)), n + dim, n);
+  ctx.check(loop::binary(BinaryOp::And, loop::binary(BinaryOp::Ge, n, Expr(0)), lt(n, dim)),
+            str_cat(ctx.node.describe(), ": index out of range for an axis of size ", in_dims(ctx, 0)[axis].str()));
+  Idx at = index;
+  at[axis] = clamp(n, Expr(0), dim - Expr(1));
+  return ctx.input(0, at);
+}
+
 }  // namespace
 
 void register_movement_lowerings(OpRegistry& r) {
@@ -162,6 +192,8 @@ void register_movement_lowerings(OpRegistry& r) {
   inj("Slice", lower_slice);
   inj("Concat", lower_concat);
   inj("Gather", lower_gather);
+  inj("GatherElements", lower_gather_elements);
+  inj("Trilu", lower_trilu);
 }
 
 }  // namespace tessel

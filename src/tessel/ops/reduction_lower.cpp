@@ -148,6 +148,40 @@ Expr lower_softmax(LowerContext& ctx, size_t, const Idx& index) {
   return loop::cast(ctx.out_dtype(), r);
 }
 
+// ArgMax/ArgMin as two reductions: the best value, then the first (or last)
+// index holding it. NaN counts as the best, as in the interpreter.
+template <bool Max>
+Expr lower_arg(LowerContext& ctx, size_t, const Idx& index) {
+  const DType t = compute_type(ctx.in_dtype(0));
+  if (t == DType::Bool) ctx.unsupported("bool input");
+  const size_t rank = ctx.in_rank(0);
+  const size_t axis = static_cast<size_t>(normalize_axis(ctx.node.attr_int("axis", 0), static_cast<int64_t>(rank), ctx.node));
+  const bool keep = ctx.node.attr_int("keepdims", 1) != 0;
+  const bool last = ctx.node.attr_int("select_last_index", 0) != 0;
+  const Expr n = ctx.in_shape(0)[axis];
+  const auto at = [&](const Expr& k) {
+    Idx i = index;
+    if (keep)
+      i[axis] = k;
+    else
+      i.insert(i.begin() + static_cast<long>(axis), k);
+    return input_as_compute(ctx, 0, i);
+  };
+  const Expr best = ctx.reduce(Max ? ReduceOp::Max : ReduceOp::Min, Max ? lowest(t) : highest(t), {n},
+                               [&](const Idx& k) { return at(k[0]); });
+  const auto is_best = [&](const Expr& x) {
+    Expr same = loop::binary(loop::BinaryOp::Eq, x, best);
+    if (!is_float(t)) return same;
+    Expr both_nan = loop::binary(loop::BinaryOp::And, loop::call("isnan", DType::Bool, {x}),
+                                 loop::call("isnan", DType::Bool, {best}));
+    return loop::binary(loop::BinaryOp::Or, same, both_nan);
+  };
+  const Expr idx = ctx.reduce(last ? ReduceOp::Max : ReduceOp::Min, last ? Expr(-1) : n, {n}, [&](const Idx& k) {
+    return loop::select(is_best(at(k[0])), k[0], last ? Expr(-1) : n);
+  });
+  return loop::cast(ctx.out_dtype(), idx);
+}
+
 }  // namespace
 
 void register_reduction_lowerings(OpRegistry& r) {
@@ -164,6 +198,8 @@ void register_reduction_lowerings(OpRegistry& r) {
   red("ReduceSumSquare", lower_reduce<Kind::SumSquare>);
   red("Softmax", lower_softmax<false>);
   red("LogSoftmax", lower_softmax<true>);
+  red("ArgMax", lower_arg<true>);
+  red("ArgMin", lower_arg<false>);
 }
 
 }  // namespace tessel

@@ -109,6 +109,7 @@ const OpRegistry& OpRegistry::global() {
     register_reduction_lowerings(r);
     register_movement_lowerings(r);
     register_matmul_lowerings(r);
+    register_norm_lowerings(r);
     return r;
   }();
   return reg;

@@ -156,5 +156,6 @@ void register_elementwise_lowerings(OpRegistry& r);
 void register_reduction_lowerings(OpRegistry& r);
 void register_movement_lowerings(OpRegistry& r);
 void register_matmul_lowerings(OpRegistry& r);
+void register_norm_lowerings(OpRegistry& r);
 
 }  // namespace tessel

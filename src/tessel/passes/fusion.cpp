@@ -18,7 +18,11 @@ bool has_subgraph(const Node& n) {
 
 // A node that can be part of a compiled group at all.
 bool compilable(const Node& n, const OpRegistry& reg, const std::set<const Node*>& opaque) {
-  if (opaque.count(&n) || has_subgraph(n) || n.outputs.size() != 1 || n.outputs[0] == nullptr) return false;
+  // One used output, the first (optional outputs such as LayerNormalization's
+  // statistics or Dropout's mask are omitted).
+  if (opaque.count(&n) || has_subgraph(n) || n.outputs.empty() || n.outputs[0] == nullptr) return false;
+  for (size_t i = 1; i < n.outputs.size(); ++i)
+    if (n.outputs[i] != nullptr) return false;
   const OpSchema* s = reg.find(n.domain, n.op);
   if (!s || !s->lower) return false;
   if (!n.outputs[0]->type.has_shape()) return false;
