@@ -205,9 +205,9 @@ TEST(LowerGroup, GatherChecksIndices) {
 namespace tessel {
 namespace {
 
-// A contraction inlined into a row reduction: the inner reduction's loop
-// mentions the row index, so the outer one must stay inside the row loop.
-TEST(LowerGroup, GemmInlinedIntoSoftmaxStaysInsideTheRowLoop) {
+// A contraction feeding a row reduction would be recomputed inside the
+// reduction's loop: it is materialised as its own kernel instead.
+TEST(LowerGroup, GemmFeedingSoftmaxIsMaterialised) {
   Model m;
   GraphBuilder b(m);
   Value* x = b.input("x", DType::F32, {3, 6});
@@ -215,7 +215,28 @@ TEST(LowerGroup, GemmInlinedIntoSoftmaxStaysInsideTheRowLoop) {
   Value* y = b.op("Gemm", {x, w}, {{"transB", Attribute::of_int(1)}});
   b.output(b.op("Softmax", {y}, {{"axis", Attribute::of_int(-1)}}));
   auto r = testing::expect_lowered_matches(m);
-  EXPECT_EQ(r.kernels, 1u);
+  EXPECT_EQ(r.kernels, 2u);
+  EXPECT_EQ(r.interpreted, 0u);
+}
+
+}  // namespace
+}  // namespace tessel
+
+namespace tessel {
+namespace {
+
+// Inlining a non-trivial producer into a contraction would recompute it per
+// output column; movement ops are still fused.
+TEST(LowerGroup, ContractionTakesOnlyMovementProducers) {
+  Model m;
+  GraphBuilder b(m);
+  Value* x = b.input("x", DType::F32, {4, 6});
+  Value* w = b.input("w", DType::F32, {5, 6});
+  Value* g = b.op("Tanh", {x});
+  Value* wt = b.op("Transpose", {w});
+  b.output(b.op("MatMul", {g, wt}));
+  auto r = testing::expect_lowered_matches(m);
+  EXPECT_EQ(r.kernels, 2u);  // Tanh, then Transpose+MatMul
 }
 
 }  // namespace

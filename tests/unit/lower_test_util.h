@@ -10,6 +10,7 @@
 
 #include "pass_test_util.h"
 #include "tessel/driver/compare.h"
+#include "tessel/driver/compiler.h"
 #include "tessel/loop/eval.h"
 #include "tessel/loop/verifier.h"
 #include "tessel/lower/lower_group.h"
@@ -24,11 +25,14 @@ struct EvalRun {
   size_t interpreted = 0;   // groups run by the interpreter
 };
 
-// Runs g with every compiled group lowered and evaluated, the others interpreted.
+// Runs m with every compiled group lowered (as driver/compiler.h plans it) and
+// evaluated, the others interpreted.
 inline EvalRun run_lowered(const Model& m, const std::vector<RtValue>& inputs) {
   const Graph& g = *m.graph;
-  const OpRegistry& reg = OpRegistry::global();
-  FusionPlan plan = plan_fusion(g, reg);
+  // The compiler's own planning: fusion, lowering, math expansion, simplification.
+  CompiledModel c = lower_for_cpu(m);
+  const FusionPlan& plan = c.plan;
+  size_t next = 0;
   std::map<const Value*, RtValue> vals;
   std::map<std::string, int64_t> bind;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -49,7 +53,7 @@ inline EvalRun run_lowered(const Model& m, const std::vector<RtValue>& inputs) {
       ++r.interpreted;
       continue;
     }
-    LoweredGroup lg = lower_group(fg, reg, default_schedule(fg));
+    const LoweredGroup& lg = c.lowered.at(next++);
     loop::verify(lg.kernel);
     std::vector<void*> bufs;
     for (size_t i = 0; i < lg.kernel.num_inputs; ++i) {

@@ -59,12 +59,12 @@ std::vector<loop::Kernel> CompiledModel::kernels() const {
 CompiledModel lower_for_cpu(const Model& m) {
   const OpRegistry& reg = OpRegistry::global();
   CompiledModel c;
-  std::set<const Node*> opaque;
+  std::set<const Node*> opaque, roots;
   std::vector<LoweredGroup>& lowered = c.lowered;
   // Re-plan until every compiled group lowers; each round removes at least
   // one node from compilation, so this ends.
   while (true) {
-    c.plan = plan_fusion(*m.graph, reg, opaque);
+    c.plan = plan_fusion(*m.graph, reg, opaque, roots);
     lowered.clear();
     bool retry = false;
     for (const FusionGroup& g : c.plan.groups) {
@@ -79,6 +79,10 @@ CompiledModel lower_for_cpu(const Model& m) {
         }
         loop::verify(lg.kernel);
         lowered.push_back(std::move(lg));
+      } catch (const FusionRejected& r) {
+        roots.insert(r.node);
+        retry = true;
+        break;
       } catch (const LoweringUnsupported& u) {
         if (u.node) {
           opaque.insert(u.node);

@@ -86,6 +86,8 @@ class GroupLowerer {
   std::vector<loop::BufferRef> params_;
   std::set<std::string> syms_;
   int counter_ = 0;
+  size_t output_levels_ = 0;        // levels of the output loop nest
+  const Node* current_ = nullptr;   // the node being lowered
 };
 
 std::vector<Expr> NodeContext::in_shape(size_t i) { return gl_.shape_of(node.input(i)); }
@@ -152,7 +154,7 @@ Expr GroupLowerer::inline_member(const Value* v, const Idx& index) {
   TS_CHECK(s && s->lower, n.describe(), ": fused without a lowering");
   const size_t out = static_cast<size_t>(v->producer_output);
   std::string key;
-  if (s->fusion == FusionKind::Reduction) {
+  if (s->fusion == FusionKind::Reduction || s->fusion == FusionKind::Contraction) {
     key = str_cat(static_cast<const void*>(&n), "#", out);
     for (const Expr& e : index) key += "," + loop::print(e);
     auto it = memo_.find(key);
@@ -160,12 +162,15 @@ Expr GroupLowerer::inline_member(const Value* v, const Idx& index) {
   }
   NodeContext ctx(n, *this);
   Expr e;
+  const Node* outer = current_;
+  current_ = &n;
   try {
     e = s->lower(ctx, out, index);
   } catch (LoweringUnsupported& u) {
     if (!u.node) u.node = &n;
     throw;
   }
+  current_ = outer;
   TS_CHECK(e.dtype() == v->type.dtype, n.describe(), ": lowering gives ", dtype_name(e.dtype()), " for %", v->name,
            " of ", dtype_name(v->type.dtype));
   if (!key.empty()) memo_[key] = e;
@@ -221,6 +226,10 @@ Expr GroupLowerer::reduce(ReduceOp op, Expr init, const Idx& extents, const std:
   // mentions, inner reductions' statements included.
   size_t t = level_of(init, base);
   loop::visit_stmt(s, [](const Stmt&) {}, [&](const Expr& e) { t = std::max(t, level_of(e, base)); });
+  // Inside another reduction's loop this one would be recomputed per
+  // iteration of that loop: materialise its node instead.
+  if (t >= output_levels_ && current_ != group_.root)
+    throw FusionRejected(str_cat(current_->describe(), ": would be recomputed inside a reduction"), current_);
   levels_[t].allocs.push_back(acc);
   levels_[t].stmts.push_back(loop::store(acc, {Expr(0)}, init));
   levels_[t].stmts.push_back(s);
@@ -261,6 +270,7 @@ LoweredGroup GroupLowerer::run() {
   const size_t r = shape.size();
   // Levels: 0 = kernel top; 1 = inside the parallel loop; r >= 1: innermost = inside the element loop.
   levels_.assign(r == 0 ? 1 : 3, Level{});
+  output_levels_ = levels_.size();
   Idx index;
   const std::string p = fresh("p");
   std::vector<std::pair<std::string, Expr>> lets;  // outer index vars from p

@@ -25,6 +25,7 @@ enum class FusionKind {
   Elementwise,  // out[i] = f(in_k[broadcast(i)]): fuses with anything
   Injective,    // out[i] = in[g(i)] (transpose, slice, concat, gather...): fuses like elementwise
   Reduction,    // reduces some axes: fuses with producers and with consumers
+  Contraction,  // MatMul/Gemm: fuses with consumers (epilogues) and movement producers only
 };
 
 enum class ReduceOp { Sum, Prod, Max, Min };
@@ -35,6 +36,15 @@ class LoweringUnsupported : public Error {
  public:
   using Error::Error;
   const Node* node = nullptr;  // the node whose lowering gave up (set by the lowering engine)
+};
+
+// Thrown by the lowering engine when fusing `node` into its consumers would
+// recompute it inside another reduction's loop; the node becomes a group
+// root of its own (still compiled).
+class FusionRejected : public Error {
+ public:
+  FusionRejected(const std::string& what, const Node* n) : Error(what), node(n) {}
+  const Node* node;
 };
 
 class LowerContext {

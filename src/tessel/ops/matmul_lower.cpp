@@ -75,8 +75,8 @@ Expr lower_gemm(LowerContext& ctx, size_t, const Idx& index) {
 }  // namespace
 
 void register_matmul_lowerings(OpRegistry& r) {
-  r.set_lowering("", "MatMul", FusionKind::Reduction, lower_matmul);
-  r.set_lowering("", "Gemm", FusionKind::Reduction, lower_gemm);
+  r.set_lowering("", "MatMul", FusionKind::Contraction, lower_matmul);
+  r.set_lowering("", "Gemm", FusionKind::Contraction, lower_gemm);
 }
 
 }  // namespace tessel

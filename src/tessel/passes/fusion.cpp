@@ -74,9 +74,15 @@ std::string group_name(size_t index, const Node& root) {
   return str_cat("k", index, "_", op);
 }
 
+FusionKind fusion_kind(const Node& n, const OpRegistry& reg) {
+  const OpSchema* s = reg.find(n.domain, n.op);
+  return s ? s->fusion : FusionKind::Opaque;
+}
+
 }  // namespace
 
-FusionPlan plan_fusion(const Graph& g, const OpRegistry& reg, const std::set<const Node*>& opaque) {
+FusionPlan plan_fusion(const Graph& g, const OpRegistry& reg, const std::set<const Node*>& opaque,
+                       const std::set<const Node*>& forced_roots) {
   const Uses uses = collect_uses(g);
   std::vector<const Node*> order;
   for (const auto& n : g.nodes()) order.push_back(n.get());
@@ -88,12 +94,15 @@ FusionPlan plan_fusion(const Graph& g, const OpRegistry& reg, const std::set<con
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const Node* n = *it;
     const bool can = compilable(*n, reg, opaque);
-    if (can && !uses.escapes.count(n->outputs[0])) {
+    if (can && !forced_roots.count(n) && !uses.escapes.count(n->outputs[0])) {
       auto c = uses.consumers.find(n->outputs[0]);
       if (c != uses.consumers.end() && !c->second.empty()) {
         const size_t gid = group_of.at(c->second.front());
+        const bool injective = fusion_kind(*n, reg) == FusionKind::Injective;
         bool same = compiled[gid];
-        for (const Node* consumer : c->second) same = same && group_of.at(consumer) == gid;
+        for (const Node* consumer : c->second)
+          same = same && group_of.at(consumer) == gid &&
+                 (injective || fusion_kind(*consumer, reg) != FusionKind::Contraction);
         if (same) {
           group_of[n] = gid;
           continue;

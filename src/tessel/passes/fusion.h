@@ -12,6 +12,11 @@
 //   - Reduction nodes join consumers too (softmax, layer norm, mean/variance
 //     become one kernel; the lowering hoists each reduction to the loop level
 //     it depends on, so a row statistic is computed once per row);
+//   - Contractions (MatMul, Gemm) join consumers (epilogues), but only
+//     Injective producers join a contraction: anything else would be
+//     recomputed once per output column;
+//   - nodes in `roots` start a group of their own (the lowering found that
+//     inlining them would recompute them inside another reduction's loop);
 //   - nodes without a compiled form, nodes with several outputs, nodes with
 //     subgraphs, and nodes listed in `opaque` are groups of their own that run
 //     on the interpreter.
@@ -39,8 +44,10 @@ struct FusionPlan {
   std::vector<FusionGroup> groups;  // in topological order
 };
 
-// `opaque`: nodes that must run on the interpreter (e.g. lowering failed).
-FusionPlan plan_fusion(const Graph& g, const OpRegistry& reg, const std::set<const Node*>& opaque = {});
+// `opaque`: nodes that must run on the interpreter (e.g. lowering failed);
+// `roots`: compiled nodes that must not be inlined into their consumers.
+FusionPlan plan_fusion(const Graph& g, const OpRegistry& reg, const std::set<const Node*>& opaque = {},
+                       const std::set<const Node*>& roots = {});
 
 // The text of `tessel inspect --emit fused`: one block per group.
 std::string print_fusion(const FusionPlan& p);
