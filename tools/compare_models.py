@@ -50,6 +50,8 @@ def parse_args():
     p.add_argument("--rtol", type=float, default=1e-3)
     p.add_argument("--atol-rel", type=float, default=1e-3, help="absolute tolerance as a fraction of max|ref|")
     p.add_argument("--json-out", help="write the per-model results here")
+    p.add_argument("--materialize-only", action="store_true",
+                   help="only materialize the models into OUT (tests that read them use this as a fixture)")
     return p.parse_args()
 
 
@@ -200,7 +202,7 @@ def check_model(args, skel):
 
 def main():
     args = parse_args()
-    if not os.path.isfile(args.tessel):
+    if not args.materialize_only and not os.path.isfile(args.tessel):
         sys.exit(f"tessel binary not found: {args.tessel}")
     skels = sorted(glob.glob(os.path.join(args.models_dir, "*.skel.onnx")))
     if args.models:
@@ -211,6 +213,13 @@ def main():
             sys.exit(f"unknown models: {', '.join(sorted(missing))}")
     if not skels:
         sys.exit(f"no *.skel.onnx in {args.models_dir}")
+    if args.materialize_only:
+        os.makedirs(args.out, exist_ok=True)
+        for s in skels:
+            stem = os.path.basename(s)[: -len(".skel.onnx")]
+            secs = materialize(s, os.path.join(args.out, stem + ".onnx"), args.models_dir)
+            print(f"materialized {stem} ({secs:.1f} s)", flush=True)
+        return 0
     print(f"comparing {len(skels)} models with ONNX Runtime (target {args.target}, batch 1, seq {args.seq})", flush=True)
     results = []
     t_all = time.time()

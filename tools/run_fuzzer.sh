@@ -6,12 +6,13 @@
 # build-fuzz/artifacts/.
 #   tools/run_fuzzer.sh [SECONDS]
 # Environment: TESSEL_FUZZ_JOBS (build parallelism, default 2),
-#              TESSEL_NODE_TESTS (seed folder, default build/node_tests).
+#              TESSEL_NODE_TESTS (seed folder, default build/node_tests),
+#              TESSEL_FUZZ_BUILD_DIR (default build-fuzz).
 set -euo pipefail
 secs="${1:-20}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
-bdir=build-fuzz
+bdir="${TESSEL_FUZZ_BUILD_DIR:-build-fuzz}"
 cxx="${CXX_FUZZ:-clang++-19}"
 if [ ! -f "$bdir/build.ninja" ]; then
   cmake -S . -B "$bdir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER="$cxx" \
