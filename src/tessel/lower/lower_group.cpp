@@ -70,6 +70,9 @@ class GroupLowerer {
   // Deepest level (< below) of a variable or accumulator that `e` mentions.
   size_t level_of(const Expr& e, size_t below) const;
   Stmt close_level(size_t depth, std::vector<Stmt> tail);
+  Stmt lane_reduction(ReduceOp op, const loop::BufferRef& part, const std::string& k, const Expr& extent,
+                      const Expr& value);
+  Stmt combine_lanes(ReduceOp op, const loop::BufferRef& acc, const loop::BufferRef& part);
   Stmt inner_loop(const std::string& var, const Expr& min, const Expr& extent, const Stmt& body, bool vectorize);
   std::string fresh(const char* prefix) { return str_cat(prefix, counter_++); }
 
@@ -209,12 +212,22 @@ Expr GroupLowerer::reduce(ReduceOp op, Expr init, const Idx& extents, const std:
     vars.push_back(loop::var(name));
   }
   Expr value = body(vars);
-  loop::BufferRef acc = LoweringBuffer(fresh("acc"), init.dtype(), {Expr(1)}, loop::BufferScope::Local);
   TS_CHECK(value.dtype() == init.dtype(), "reduction body of type ", dtype_name(value.dtype()), " but init of ",
            dtype_name(init.dtype()));
-  Stmt s = loop::store(acc, {Expr(0)}, combine(op, loop::load(acc, {Expr(0)}), value));
+  loop::BufferRef acc = LoweringBuffer(fresh("acc"), init.dtype(), {Expr(1)}, loop::BufferScope::Local);
+  // Lane-parallel partial results (rfactor) when the innermost level holds
+  // only the update: the partials are combined in a fixed order at the end.
+  const Level& inner = levels_[base + extents.size() - 1];
+  const int64_t w = sched_.vector_width;
+  int64_t n = 0;
+  const bool lanes = !extents.empty() && inner.stmts.empty() && inner.allocs.empty() && w > 1 &&
+                     init.dtype() != DType::Bool && !(loop::as_const_int(extents.back(), &n) && n < 2 * w);
+  loop::BufferRef part = lanes ? LoweringBuffer(fresh("part"), init.dtype(), {Expr(w)}, loop::BufferScope::Local) : acc;
+  Stmt s = lanes ? lane_reduction(op, part, vars.back()->name, extents.back(), value)
+                 : loop::store(acc, {Expr(0)}, combine(op, loop::load(acc, {Expr(0)}), value));
   for (size_t j = extents.size(); j-- > 0;) {
     Level& lv = levels_[base + j];
+    if (lanes && j + 1 == extents.size()) continue;  // the lane loops replace the innermost loop
     std::vector<Stmt> stmts = lv.stmts;
     stmts.push_back(s);
     s = loop::for_loop(vars[j]->name, Expr(0), extents[j], loop::ForKind::Serial, wrap_allocs(lv.allocs, loop::seq(stmts)));
@@ -231,10 +244,47 @@ Expr GroupLowerer::reduce(ReduceOp op, Expr init, const Idx& extents, const std:
   if (t >= output_levels_ && current_ != group_.root)
     throw FusionRejected(str_cat(current_->describe(), ": would be recomputed inside a reduction"), current_);
   levels_[t].allocs.push_back(acc);
-  levels_[t].stmts.push_back(loop::store(acc, {Expr(0)}, init));
-  levels_[t].stmts.push_back(s);
+  if (lanes) {
+    levels_[t].allocs.push_back(part);
+    const std::string l = fresh("l");
+    levels_[t].stmts.push_back(loop::for_loop(l, Expr(0), Expr(w), loop::ForKind::Vectorized,
+                                              loop::store(part, {loop::var(l)}, init)));
+    levels_[t].stmts.push_back(s);
+    levels_[t].stmts.push_back(combine_lanes(op, acc, part));
+  } else {
+    levels_[t].stmts.push_back(loop::store(acc, {Expr(0)}, init));
+    levels_[t].stmts.push_back(s);
+  }
   acc_level_[acc.get()] = t;
   return loop::load(acc, {Expr(0)});
+}
+
+// for k in [0, extent): part[lane] = combine(part[lane], value(k)) as a
+// vectorized loop over W lanes plus a scalar tail into lane 0.
+Stmt GroupLowerer::lane_reduction(ReduceOp op, const loop::BufferRef& part, const std::string& k, const Expr& extent,
+                                  const Expr& value) {
+  const int64_t w = sched_.vector_width;
+  const std::string ko = fresh("ko"), l = fresh("l");
+  const Expr main = loop::floordiv(extent, Expr(w));
+  const Expr lane = loop::var(l);
+  Stmt vec = loop::for_loop(
+      ko, Expr(0), main, loop::ForKind::Serial,
+      loop::for_loop(l, Expr(0), Expr(w), loop::ForKind::Vectorized,
+                     loop::store(part, {lane},
+                                 combine(op, loop::load(part, {lane}),
+                                         loop::substitute(value, {{k, loop::var(ko) * Expr(w) + lane}})))));
+  Stmt tail = loop::for_loop(k, main * Expr(w), extent - main * Expr(w), loop::ForKind::Serial,
+                             loop::store(part, {Expr(0)}, combine(op, loop::load(part, {Expr(0)}), value)));
+  return loop::seq({vec, tail});
+}
+
+// acc[0] = part[0] combined with part[1..W), in lane order.
+Stmt GroupLowerer::combine_lanes(ReduceOp op, const loop::BufferRef& acc, const loop::BufferRef& part) {
+  const std::string l = fresh("l");
+  return loop::seq({loop::store(acc, {Expr(0)}, loop::load(part, {Expr(0)})),
+                    loop::for_loop(l, Expr(1), Expr(sched_.vector_width - 1), loop::ForKind::Serial,
+                                   loop::store(acc, {Expr(0)}, combine(op, loop::load(acc, {Expr(0)}),
+                                                                       loop::load(part, {loop::var(l)}))))});
 }
 
 Stmt GroupLowerer::close_level(size_t depth, std::vector<Stmt> tail) {
