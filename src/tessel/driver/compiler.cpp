@@ -34,6 +34,16 @@ bool codegen_ready(const loop::Kernel& k, std::string* why) {
   return ok;
 }
 
+// True when every node is elementwise: what the memory planner needs to let
+// the kernel write its output over a dying input (runtime/memory_plan.h).
+bool all_elementwise(const FusionGroup& g, const OpRegistry& reg) {
+  for (const Node* n : g.nodes) {
+    const OpSchema* s = reg.find(n->domain, n->op);
+    if (!s || s->fusion != FusionKind::Elementwise) return false;
+  }
+  return true;
+}
+
 std::shared_ptr<KernelStep> kernel_step(const LoweredGroup& lg, const FusionGroup& g, KernelEntry fn) {
   auto k = std::make_shared<KernelStep>();
   k->name = lg.kernel.name;
@@ -43,6 +53,7 @@ std::shared_ptr<KernelStep> kernel_step(const LoweredGroup& lg, const FusionGrou
   k->syms = lg.kernel.syms;
   k->assert_messages = lg.kernel.assert_messages();
   k->nodes = g.nodes;
+  k->elementwise = all_elementwise(g, OpRegistry::global());
   k->parallel = lg.parallel_extent.has_value();
   if (k->parallel) k->parallel_extent = *lg.parallel_extent;
   return k;
@@ -54,6 +65,23 @@ std::vector<loop::Kernel> CompiledModel::kernels() const {
   std::vector<loop::Kernel> ks;
   for (const LoweredGroup& lg : lowered) ks.push_back(lg.kernel);
   return ks;
+}
+
+std::vector<Step> build_steps(const CompiledModel& c, const std::function<KernelEntry(const std::string&)>& lookup) {
+  // Kernels were lowered in plan order.
+  std::vector<Step> steps;
+  size_t next = 0;
+  for (const FusionGroup& g : c.plan.groups) {
+    Step s;
+    if (!g.compiled) {
+      s.interp = g.root;
+    } else {
+      const LoweredGroup& lg = c.lowered.at(next++);
+      s.kernel = kernel_step(lg, g, lookup ? lookup(lg.kernel.name) : nullptr);
+    }
+    steps.push_back(std::move(s));
+  }
+  return steps;
 }
 
 CompiledModel lower_for_cpu(const Model& m) {
@@ -116,20 +144,12 @@ std::unique_ptr<CompiledModel> compile_for_cpu(const Model& m, const DriverOptio
     lib = cpu::compile_kernels(kernels, co);
     c->from_cache = lib->loaded_from_cache();
   }
-  // Steps in plan order; kernels were lowered in the same order.
-  std::vector<Step> steps;
-  size_t next = 0;
-  for (const FusionGroup& g : c->plan.groups) {
-    Step s;
-    if (!g.compiled) {
-      s.interp = g.root;
-    } else {
-      const LoweredGroup& lg = c->lowered.at(next++);
-      s.kernel = kernel_step(lg, g, reinterpret_cast<KernelEntry>(lib->lookup(lg.kernel.name)));
-    }
-    steps.push_back(std::move(s));
-  }
-  c->exe = std::make_unique<Executable>(m, std::move(steps), lib, o.threads);
+  std::vector<Step> steps =
+      build_steps(*c, [&](const std::string& name) { return reinterpret_cast<KernelEntry>(lib->lookup(name)); });
+  ExecutableOptions eo;
+  eo.threads = o.threads;
+  eo.memory_planning = o.memory_planning;
+  c->exe = std::make_unique<Executable>(m, std::move(steps), lib, eo);
   c->compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return c;
 #endif

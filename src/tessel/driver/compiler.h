@@ -4,6 +4,7 @@
 // are re-planned around them; those nodes run on the interpreter.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,6 +35,11 @@ std::unique_ptr<CompiledModel> compile_for_cpu(const Model& m, const DriverOptio
 
 // Plans and lowers without generating code (inspect --emit fused|loop).
 CompiledModel lower_for_cpu(const Model& m);
+
+// The executable's steps in plan order: interpreter nodes, and kernels whose
+// entry points `lookup` gives by kernel name (null lookup: no entry points,
+// for planning and printing only).
+std::vector<Step> build_steps(const CompiledModel& c, const std::function<KernelEntry(const std::string&)>& lookup);
 
 // Text forms for `tessel inspect --emit llvm|asm`.
 std::string emit_cpu_llvm_ir(const CompiledModel& c);

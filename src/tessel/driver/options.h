@@ -35,6 +35,7 @@ struct DriverOptions {
   Precision precision = Precision::FP32;
   std::map<std::string, int64_t> dims;  // --dim
   int threads = 0;                      // 0 = default
+  bool memory_planning = true;          // kernels' intermediates in one arena (runtime/memory_plan.h)
   std::set<std::string> disabled_passes;
   std::string print_after;
   std::ostream* print_stream = nullptr;

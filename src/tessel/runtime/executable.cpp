@@ -1,6 +1,7 @@
 #include "tessel/runtime/executable.h"
 
 #include <atomic>
+#include <cstdlib>
 #include <set>
 
 #include "tessel/interp/interpreter.h"
@@ -10,44 +11,40 @@ namespace tessel {
 
 namespace {
 
-void add_reads(const Node& n, std::vector<const Value*>* out) {
-  for (const Value* v : n.inputs)
-    if (v) out->push_back(v);
-  for (const auto& [name, a] : n.attrs) {
-    std::vector<const Graph*> gs;
-    if (a.kind == Attribute::Kind::Graph && a.g) gs.push_back(a.g.get());
-    for (const auto& sg : a.graphs) gs.push_back(sg.get());
-    for (const Graph* sg : gs) {
-      for (const Value* v : sg->outputs) out->push_back(v);
-      for (const auto& inner : sg->nodes()) add_reads(*inner, out);
-    }
-  }
-}
-
-std::vector<const Value*> step_reads(const Step& s) {
-  std::vector<const Value*> r;
-  if (s.kernel)
-    r.assign(s.kernel->params.begin(), s.kernel->params.begin() + static_cast<long>(s.kernel->num_inputs));
-  else
-    add_reads(*s.interp, &r);
-  return r;
-}
-
-std::vector<const Value*> step_writes(const Step& s) {
-  if (s.kernel) return {s.kernel->params.back()};
-  std::vector<const Value*> w;
-  for (const Value* v : s.interp->outputs)
-    if (v) w.push_back(v);
-  return w;
-}
-
 std::string qualified_op(const Node& n) { return n.domain.empty() ? n.op : n.domain + "." + n.op; }
+
+// Plans kept per executable; a model run at many shapes starts over rather
+// than growing without bound.
+constexpr size_t kMaxCachedPlans = 64;
+
+struct FreeDeleter {
+  void operator()(uint8_t* p) const { std::free(p); }
+};
+using ArenaBuffer = std::unique_ptr<uint8_t, FreeDeleter>;
+
+ArenaBuffer allocate_arena(int64_t bytes) {
+  const int64_t n = (std::max<int64_t>(bytes, 1) + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
+  auto* p = static_cast<uint8_t*>(std::aligned_alloc(kArenaAlignment, static_cast<size_t>(n)));
+  if (!p) throw std::bad_alloc();
+  return ArenaBuffer(p);
+}
 
 }  // namespace
 
-Executable::Executable(const Model& model, std::vector<Step> steps, std::shared_ptr<const void> code, int threads)
+// Everything one run owns, so that runs on several threads share nothing.
+struct Executable::RunState {
+  std::vector<RtValue> values;       // per slot
+  std::vector<uint8_t*> arena_ptrs;  // per slot: where an arena value lives (null: in values)
+  std::map<std::string, int64_t> bindings;
+  std::shared_ptr<const MemoryPlan> plan;
+  ArenaBuffer arena;
+};
+
+Executable::Executable(const Model& model, std::vector<Step> steps, std::shared_ptr<const void> code,
+                       const ExecutableOptions& o)
     : model_(model), steps_(std::move(steps)), code_(std::move(code)),
-      pool_(std::make_unique<ThreadPool>(threads > 0 ? threads : ThreadPool::default_threads())) {
+      pool_(std::make_unique<ThreadPool>(o.threads > 0 ? o.threads : ThreadPool::default_threads())),
+      memory_planning_(o.memory_planning) {
   const Graph& g = *model_.graph;
   auto ensure = [&](const Value* v) { slots_.emplace(v, slots_.size()); };
   for (const Value* v : g.inputs) ensure(v);
@@ -79,30 +76,58 @@ std::vector<std::string> Executable::interpreter_ops() const {
   return {ops.begin(), ops.end()};
 }
 
-void Executable::run_kernel(const KernelStep& k, std::vector<RtValue>& values,
-                            std::map<std::string, int64_t>& bindings) const {
+std::shared_ptr<const MemoryPlan> Executable::memory_plan(const std::map<std::string, int64_t>& bindings) const {
+  {
+    std::lock_guard<std::mutex> lock(plans_mu_);
+    auto it = plans_.find(bindings);
+    if (it != plans_.end()) return it->second;
+  }
+  // Planned outside the lock; two threads planning one binding agree.
+  auto plan = std::make_shared<const MemoryPlan>(plan_memory(*model_.graph, steps_, bindings));
+  std::lock_guard<std::mutex> lock(plans_mu_);
+  if (plans_.size() >= kMaxCachedPlans) plans_.clear();
+  return plans_.emplace(bindings, std::move(plan)).first->second;
+}
+
+void Executable::run_kernel(const KernelStep& k, RunState& st) const {
   std::vector<void*> ptrs;
   ptrs.reserve(k.params.size());
   for (size_t i = 0; i < k.num_inputs; ++i) {
     const Value* v = k.params[i];
-    const RtValue* rv = v->constant ? nullptr : &values[slot(v)];
-    if (rv) check_value_matches(*rv, v->type, str_cat(k.name, ": input %", v->name), &bindings);
-    const Tensor& t = rv ? rv->tensor : *v->constant;
-    ptrs.push_back(const_cast<uint8_t*>(t.raw()));
+    if (v->constant) {
+      ptrs.push_back(const_cast<uint8_t*>(v->constant->raw()));
+      continue;
+    }
+    const size_t sl = slot(v);
+    if (st.arena_ptrs[sl]) {  // written by an earlier kernel at the planned size
+      ptrs.push_back(st.arena_ptrs[sl]);
+      continue;
+    }
+    const RtValue& rv = st.values[sl];
+    check_value_matches(rv, v->type, str_cat(k.name, ": input %", v->name), &st.bindings);
+    ptrs.push_back(const_cast<uint8_t*>(rv.tensor.raw()));
   }
   const Value* out = k.params.back();
-  std::vector<int64_t> dims;
-  for (const Dim& d : *out->type.shape) {
-    std::optional<int64_t> n = d.eval(bindings);
-    TS_CHECK(n.has_value(), k.name, ": the size ", d.str(), " of %", out->name, " is not bound");
-    dims.push_back(*n);
+  const size_t out_slot = slot(out);
+  Tensor result;
+  auto planned = st.plan ? st.plan->offsets.find(out) : std::map<const Value*, int64_t>::const_iterator();
+  if (st.plan && planned != st.plan->offsets.end()) {
+    st.arena_ptrs[out_slot] = st.arena.get() + planned->second;
+    ptrs.push_back(st.arena_ptrs[out_slot]);
+  } else {
+    std::vector<int64_t> dims;
+    for (const Dim& d : *out->type.shape) {
+      std::optional<int64_t> n = d.eval(st.bindings);
+      TS_CHECK(n.has_value(), k.name, ": the size ", d.str(), " of %", out->name, " is not bound");
+      dims.push_back(*n);
+    }
+    result = Tensor(out->type.dtype, dims);
+    ptrs.push_back(result.mutable_raw());
   }
-  Tensor result(out->type.dtype, dims);
-  ptrs.push_back(result.mutable_raw());
   std::vector<int64_t> syms;
   for (const std::string& s : k.syms) {
-    auto it = bindings.find(s);
-    TS_CHECK(it != bindings.end(), k.name, ": symbol '", s, "' is not bound");
+    auto it = st.bindings.find(s);
+    TS_CHECK(it != st.bindings.end(), k.name, ": symbol '", s, "' is not bound");
     syms.push_back(it->second);
   }
   std::atomic<int32_t> status{0};
@@ -112,7 +137,7 @@ void Executable::run_kernel(const KernelStep& k, std::vector<RtValue>& values,
     if (rc != 0) status.compare_exchange_strong(expected, rc);
   };
   if (k.parallel) {
-    const std::optional<int64_t> n = k.parallel_extent.eval(bindings);
+    const std::optional<int64_t> n = k.parallel_extent.eval(st.bindings);
     TS_CHECK(n.has_value(), k.name, ": parallel extent ", k.parallel_extent.str(), " is not bound");
     pool_->parallel_for(*n, call);
   } else {
@@ -123,39 +148,49 @@ void Executable::run_kernel(const KernelStep& k, std::vector<RtValue>& values,
     const size_t i = static_cast<size_t>(rc - 1);
     fail(i < k.assert_messages.size() ? k.assert_messages[i] : str_cat(k.name, ": kernel failed with status ", rc));
   }
-  values[slot(out)] = RtValue(std::move(result));
+  if (result.defined()) st.values[out_slot] = RtValue(std::move(result));
+}
+
+void Executable::run_interp(const Node& n, RunState& st) const {
+  Interpreter interp;
+  // The planner keeps every value an interpreter node reads out of the arena.
+  std::vector<RtValue> outs = interp.run_node(n, [&](const Value* v) -> const RtValue* {
+    auto it = slots_.find(v);
+    if (it == slots_.end()) return nullptr;
+    const RtValue& rv = st.values[it->second];
+    return rv.is_tensor() && !rv.tensor.defined() ? nullptr : &rv;  // constants, not-yet-computed
+  });
+  for (size_t o = 0; o < n.outputs.size(); ++o) {
+    const Value* v = n.outputs[o];
+    if (!v) continue;
+    // Data-dependent sizes (NonZero, ...) bind their symbols here.
+    check_value_matches(outs[o], v->type, str_cat(n.describe(), ": output %", v->name), &st.bindings);
+    st.values[slot(v)] = std::move(outs[o]);
+  }
 }
 
 std::vector<RtValue> Executable::run(const std::vector<RtValue>& inputs) const {
   const Graph& g = *model_.graph;
   TS_CHECK(inputs.size() == g.inputs.size(), "the model takes ", g.inputs.size(), " inputs, got ", inputs.size());
-  std::vector<RtValue> values(slots_.size());
-  std::map<std::string, int64_t> bindings;
+  RunState st;
+  st.values.resize(slots_.size());
+  st.arena_ptrs.assign(slots_.size(), nullptr);
   for (size_t i = 0; i < inputs.size(); ++i) {
-    check_value_matches(inputs[i], g.inputs[i]->type, str_cat("input '", g.inputs[i]->name, "'"), &bindings);
-    values[slot(g.inputs[i])] = inputs[i];
+    check_value_matches(inputs[i], g.inputs[i]->type, str_cat("input '", g.inputs[i]->name, "'"), &st.bindings);
+    st.values[slot(g.inputs[i])] = inputs[i];
   }
-  Interpreter interp;
+  if (memory_planning_) {
+    st.plan = memory_plan(st.bindings);
+    if (!st.plan->offsets.empty()) st.arena = allocate_arena(st.plan->peak_bytes);
+  }
   for (size_t i = 0; i < steps_.size(); ++i) {
     const Step& s = steps_[i];
-    if (s.kernel) {
-      run_kernel(*s.kernel, values, bindings);
-    } else {
-      std::vector<RtValue> outs = interp.run_node(*s.interp, [&](const Value* v) -> const RtValue* {
-        auto it = slots_.find(v);
-        if (it == slots_.end()) return nullptr;
-        const RtValue& rv = values[it->second];
-        return rv.is_tensor() && !rv.tensor.defined() ? nullptr : &rv;  // constants, not-yet-computed
-      });
-      for (size_t o = 0; o < s.interp->outputs.size(); ++o) {
-        const Value* v = s.interp->outputs[o];
-        if (!v) continue;
-        // Data-dependent sizes (NonZero, ...) bind their symbols here.
-        check_value_matches(outs[o], v->type, str_cat(s.interp->describe(), ": output %", v->name), &bindings);
-        values[slot(v)] = std::move(outs[o]);
-      }
+    if (s.kernel) run_kernel(*s.kernel, st);
+    else run_interp(*s.interp, st);
+    for (size_t sl : free_after_[i]) {
+      st.values[sl] = RtValue();
+      st.arena_ptrs[sl] = nullptr;
     }
-    for (size_t sl : free_after_[i]) values[sl] = RtValue();
   }
   std::vector<RtValue> out;
   for (const Value* v : g.outputs) {
@@ -163,7 +198,17 @@ std::vector<RtValue> Executable::run(const std::vector<RtValue>& inputs) const {
       out.emplace_back(*v->constant);
       continue;
     }
-    out.push_back(values[slot(v)]);
+    out.push_back(st.values[slot(v)]);
+  }
+  return out;
+}
+
+std::vector<Tensor> Executable::run_tensors(const std::vector<Tensor>& inputs) const {
+  std::vector<RtValue> in(inputs.begin(), inputs.end());
+  std::vector<Tensor> out;
+  for (RtValue& v : run(in)) {
+    TS_CHECK(v.is_tensor(), "an output is not a tensor; use run() for sequences and optional values");
+    out.push_back(std::move(v.tensor));
   }
   return out;
 }

@@ -1,6 +1,8 @@
-// tessel inspect MODEL [--print-after PASS|all] [--emit graph|fused|loop|llvm|asm]
+// tessel inspect MODEL [--print-after PASS|all] [--emit graph|fused|loop|llvm|asm|plan]
 //                      [--disable-pass NAME]... [--elide-constants]
 #include <algorithm>
+#include <optional>
+#include <set>
 #include <iostream>
 #include <sstream>
 
@@ -11,6 +13,7 @@
 #include "tessel/ir/printer.h"
 #include "tessel/loop/printer.h"
 #include "tessel/passes/pass_manager.h"
+#include "tessel/runtime/memory_plan.h"
 #include "tessel/support/error.h"
 #include "tessel/tools/commands.h"
 
@@ -20,8 +23,28 @@ namespace {
 
 // What --emit accepts. The CUDA backend adds cuda and ptx.
 const std::vector<std::string>& emit_kinds() {
-  static const std::vector<std::string> kinds = {"graph", "fused", "loop", "llvm", "asm"};
+  static const std::vector<std::string> kinds = {"graph", "fused", "loop", "llvm", "asm", "plan"};
   return kinds;
+}
+
+// Symbols still free after the pipeline (--dim has bound the others) are
+// planned at 1, as `tessel run` would bind them without inputs.
+std::map<std::string, int64_t> plan_bindings(const Graph& g, const std::map<std::string, int64_t>& dims) {
+  std::map<std::string, int64_t> b = dims;
+  for (const Value* v : g.inputs)
+    if (v->type.has_shape())
+      for (const Dim& d : *v->type.shape) {
+        std::set<std::string> syms;
+        d.collect_symbols(&syms);
+        for (const std::string& s : syms) b.emplace(s, 1);
+      }
+  return b;
+}
+
+// The arena plan of the compiled path for these bindings.
+MemoryPlan plan_for(const Model& m, const std::map<std::string, int64_t>& bindings) {
+  const CompiledModel c = lower_for_cpu(m);
+  return plan_memory(*m.graph, build_steps(c, nullptr), bindings);
 }
 
 // The text of a compiled stage: fusion groups (marking the ones the
@@ -81,13 +104,21 @@ int cmd_inspect(const InspectArgs& a, const CommonArgs& c) {
   po.elide_large_constants = a.elide_constants;
   // With --print-after the dumps are the output; otherwise the final IR.
   std::string ir;
-  if (a.print_after.empty()) ir = a.emit == "graph" ? print_model(*m, po) : emit_stage(*m, a.emit);
+  std::optional<MemoryPlan> plan;
+  if (a.print_after.empty() && a.emit == "plan") {
+    const auto bindings = plan_bindings(*m->graph, o.dims);
+    plan = plan_for(*m, bindings);
+    ir = print_memory_plan(*plan, bindings);
+  } else if (a.print_after.empty()) {
+    ir = a.emit == "graph" ? print_model(*m, po) : emit_stage(*m, a.emit);
+  }
   if (c.json) {
     Json j = Json::object();
     j.set("model", a.model);
     j.set("emit", a.emit);
     if (!a.print_after.empty()) j.set("print_after", dumps.str());
     else j.set("ir", ir);
+    if (plan) j.set("peak_bytes", plan->peak_bytes);
     std::cout << j.dump() << "\n";
   } else {
     std::cout << ir;
