@@ -1,0 +1,276 @@
+// Kernel benchmarks for the compiled CPU path (Google Benchmark; a
+// measurement, not a test):
+//   - FmaPeak: a loop-IR kernel of independent vector FMA chains, the
+//     single-core ceiling the GEMM figures are compared with;
+//   - Gemm/M/N/K/threads: the packed GEMM schedule (schedule/gemm.h) on
+//     random f32 inputs, reporting GFLOP/s and the fraction of
+//     threads x the measured single-core FMA peak.
+// The peak is measured once before the benchmarks run (best of a few runs),
+// so that every GEMM row carries its fraction. Times are wall-clock
+// (UseRealTime), since threaded rows run on several cores.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <tuple>
+
+#include "tessel/codegen/cpu/cpu_codegen.h"
+#include "tessel/loop/ir.h"
+#include "tessel/schedule/cpu_info.h"
+#include "tessel/schedule/gemm.h"
+
+namespace tessel {
+namespace {
+
+using namespace tessel::loop;  // NOLINT
+
+using Clock = std::chrono::steady_clock;
+
+BufferRef make_buffer(const std::string& name, std::vector<Expr> shape, BufferScope scope = BufferScope::Param) {
+  auto b = std::make_shared<Buffer>();
+  b->name = name;
+  b->dtype = DType::F32;
+  b->shape = std::move(shape);
+  b->scope = scope;
+  return b;
+}
+
+const CpuInfo& host() {
+  static const CpuInfo info = host_cpu_info(cpu::host_cpu_features());
+  return info;
+}
+
+// ---- a tiny fork-join pool: fn(begin, end) over contiguous shares of [0, n) --------------
+
+class Pool {
+ public:
+  explicit Pool(int threads) {
+    for (int t = 1; t < threads; ++t) workers_.emplace_back([this, t] { work(t); });
+  }
+  ~Pool() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (std::thread& w : workers_) w.join();
+  }
+  int threads() const { return static_cast<int>(workers_.size()) + 1; }
+
+  // Splits [0, n) the way the runtime's thread pool does; the caller runs share 0.
+  void run(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      fn_ = &fn, n_ = n, pending_ = threads() - 1, ++generation_;
+    }
+    wake_.notify_all();
+    fn(0, share(0));
+    std::unique_lock<std::mutex> lock(mu_);
+    done_.wait(lock, [this] { return pending_ == 0; });
+  }
+
+ private:
+  int64_t share(int t) const { return n_ * (t + 1) / threads(); }
+  void work(int t) {
+    uint64_t seen = 0;
+    for (;;) {
+      std::unique_lock<std::mutex> lock(mu_);
+      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+      const int64_t begin = n_ * t / threads(), end = share(t);
+      lock.unlock();
+      (*fn_)(begin, end);
+      lock.lock();
+      if (--pending_ == 0) done_.notify_one();
+    }
+  }
+
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable wake_, done_;
+  const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
+  int64_t n_ = 0;
+  int pending_ = 0;
+  uint64_t generation_ = 0;
+  bool stop_ = false;
+};
+
+// ---- FMA peak -----------------------------------------------------------------------------
+
+// chains x lanes accumulators, each updated `iters` times by acc = fma(acc, x, y):
+// independent chains hide the FMA latency, so this runs at the FMA throughput.
+struct PeakKernel {
+  int chains = 0, lanes = 0;
+  std::unique_ptr<cpu::KernelLibrary> lib;
+  cpu::KernelFn fn = nullptr;
+};
+
+const PeakKernel& peak_kernel() {
+  static const PeakKernel pk = [] {
+    PeakKernel p;
+    p.lanes = host().vector_lanes_f32;
+    p.chains = std::clamp(host().vector_registers - 4, 10, 24);  // leave room for x, y
+    Expr C(p.chains), L(p.lanes), n = var("n");
+    auto in = make_buffer("in", {C * L}), out = make_buffer("out", {C * L});
+    auto acc = make_buffer("acc", {C, L}, BufferScope::Local);
+    auto tile = [&](const std::string& tag, const std::function<Stmt(Expr)>& body) {
+      return for_loop("c" + tag, 0, C, ForKind::Unrolled,
+                      for_loop("l" + tag, 0, L, ForKind::Vectorized, body(var("c" + tag) * L + var("l" + tag))));
+    };
+    auto acc_at = [&](Expr flat) { return std::vector<Expr>{floordiv(flat, L), floormod(flat, L)}; };
+    Expr x = load(in, {Expr(0)}), y = load(in, {Expr(1)});
+    Stmt init = tile("0", [&](Expr f) { return store(acc, acc_at(f), load(in, {f})); });
+    Stmt step = tile("1", [&](Expr f) {
+      return store(acc, acc_at(f), call("fma", DType::F32, {load(acc, acc_at(f)), x, y}));
+    });
+    Stmt fin = tile("2", [&](Expr f) { return store(out, {f}, load(acc, acc_at(f))); });
+    Kernel k;
+    k.name = "fma_peak";
+    k.params = {in, out};
+    k.num_inputs = 1;
+    k.syms = {"n"};
+    k.body = allocate(acc, seq({init, for_loop("it", 0, n, ForKind::Serial, step), fin}));
+    p.lib = cpu::compile_kernels({k}, {});
+    p.fn = p.lib->lookup("fma_peak");
+    return p;
+  }();
+  return pk;
+}
+
+// One run of `iters` iterations; returns FLOP/s.
+double run_peak(int64_t iters) {
+  const PeakKernel& p = peak_kernel();
+  std::vector<float> in(p.chains * p.lanes, 0.999f), out(in.size());
+  in[1] = 1e-4f;
+  void* bufs[] = {in.data(), out.data()};
+  const auto t0 = Clock::now();
+  p.fn(bufs, &iters, 0, std::numeric_limits<int64_t>::max());
+  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  benchmark::DoNotOptimize(out.data());
+  return 2.0 * p.chains * p.lanes * double(iters) / s;
+}
+
+// The best of several runs of about 0.1 s: contention only ever lowers it.
+double measured_peak() {
+  static const double peak = [] {
+    double best = 0;
+    for (int r = 0; r < 7; ++r) best = std::max(best, run_peak(20'000'000));
+    return best;
+  }();
+  return peak;
+}
+
+void BM_FmaPeak(benchmark::State& state) {
+  const PeakKernel& p = peak_kernel();
+  const int64_t iters = 10'000'000;
+  for (auto _ : state) run_peak(iters);
+  state.counters["GFLOPS"] =
+      benchmark::Counter(2e-9 * p.chains * p.lanes * double(iters), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["chains"] = p.chains;
+  state.counters["lanes"] = p.lanes;
+}
+BENCHMARK(BM_FmaPeak)->UseRealTime()->Unit(benchmark::kMillisecond)->Repetitions(5)->ReportAggregatesOnly(true);
+
+// ---- GEMM -------------------------------------------------------------------------------------
+
+struct GemmKernel {
+  GemmSchedule schedule;
+  std::unique_ptr<cpu::KernelLibrary> lib;
+  cpu::KernelFn fn = nullptr;
+  int64_t blocks = 0;  // extent of the parallel loop
+  double compile_s = 0;
+};
+
+const GemmKernel& gemm_kernel(int64_t M, int64_t N, int64_t K) {
+  static std::map<std::tuple<int64_t, int64_t, int64_t>, GemmKernel> cache;
+  auto [it, fresh] = cache.try_emplace({M, N, K});
+  GemmKernel& g = it->second;
+  if (!fresh) return g;
+  auto a = make_buffer("a", {Expr(M), Expr(K)}), b = make_buffer("b", {Expr(K), Expr(N)});
+  auto out = make_buffer("out", {Expr(M), Expr(N)});
+  GemmOperands ops;
+  ops.M = M, ops.N = N, ops.K = K;
+  ops.a = [&](Expr i, Expr k) { return load(a, {i, k}); };
+  ops.b = [&](Expr k, Expr j) { return load(b, {k, j}); };
+  ops.epilogue = [&](Expr i, Expr j, Expr acc) { return store(out, {i, j}, acc); };
+  g.schedule = default_gemm_schedule(host(), M, N, K);
+  Kernel k;
+  k.name = "gemm";
+  k.params = {a, b, out};
+  k.num_inputs = 2;
+  k.body = gemm_nest(ops, g.schedule, "g");
+  const auto t0 = Clock::now();
+  g.lib = cpu::compile_kernels({k}, {});
+  g.compile_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  g.fn = g.lib->lookup("gemm");
+  g.blocks = (M + g.schedule.mc - 1) / g.schedule.mc;
+  return g;
+}
+
+void BM_Gemm(benchmark::State& state) {
+  const int64_t M = state.range(0), N = state.range(1), K = state.range(2);
+  const int threads = static_cast<int>(state.range(3));
+  const GemmKernel& g = gemm_kernel(M, N, K);
+  std::mt19937 rng(42);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> a(M * K), b(K * N), out(M * N);
+  for (float& x : a) x = u(rng);
+  for (float& x : b) x = u(rng);
+  void* bufs[] = {a.data(), b.data(), out.data()};
+  Pool pool(threads);
+  const std::function<void(int64_t, int64_t)> task = [&](int64_t begin, int64_t end) {
+    if (begin < end) g.fn(bufs, nullptr, begin, end);
+  };
+  for (auto _ : state) {
+    pool.run(g.blocks, task);
+    benchmark::ClobberMemory();
+  }
+  const double flops = 2.0 * double(M) * double(N) * double(K);
+  state.counters["GFLOPS"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["peak_frac"] =
+      benchmark::Counter(flops / (measured_peak() * threads), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["compile_ms"] = g.compile_s * 1e3;
+  state.SetLabel("mr=" + std::to_string(g.schedule.mr) + " nr=" + std::to_string(g.schedule.nr) +
+                 " mc=" + std::to_string(g.schedule.mc) + " kc=" + std::to_string(g.schedule.kc) +
+                 " nc=" + std::to_string(g.schedule.nc));
+}
+
+void gemm_shapes(benchmark::internal::Benchmark* b) {
+  const std::vector<std::array<int64_t, 3>> shapes = {
+      {256, 256, 256},   {512, 512, 512},   {1024, 1024, 1024}, {2048, 2048, 2048},
+      {128, 768, 768},   {128, 3072, 768},  {128, 768, 3072},   {1, 1000, 512},
+      {3136, 64, 576},  // a 3x3 convolution, 64 -> 64 channels on 56x56, as an implicit GEMM
+  };
+  for (const auto& s : shapes)
+    for (int64_t threads : {1, 2}) b->Args({s[0], s[1], s[2], threads});
+  b->ArgNames({"M", "N", "K", "threads"});
+}
+BENCHMARK(BM_Gemm)
+    ->Apply(gemm_shapes)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond)
+    ->MinWarmUpTime(0.2)
+    ->Repetitions(5)
+    ->ReportAggregatesOnly(true);
+
+}  // namespace
+}  // namespace tessel
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  std::printf("measured single-core FMA peak: %.1f GFLOP/s (%d chains x %d lanes, best of 7)\n",
+              tessel::measured_peak() * 1e-9, tessel::peak_kernel().chains, tessel::peak_kernel().lanes);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

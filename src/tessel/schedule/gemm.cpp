@@ -1,0 +1,246 @@
+#include "tessel/schedule/gemm.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "tessel/loop/simplify.h"
+#include "tessel/support/error.h"
+
+namespace tessel {
+
+namespace {
+
+using loop::BinaryOp;
+using loop::BufferRef;
+
+using loop::Expr;
+using loop::ForKind;
+using loop::Stmt;
+
+Expr lt(Expr a, Expr b) { return loop::binary(BinaryOp::Lt, std::move(a), std::move(b)); }
+Expr le(Expr a, Expr b) { return loop::binary(BinaryOp::Le, std::move(a), std::move(b)); }
+Expr eq(Expr a, Expr b) { return loop::binary(BinaryOp::Eq, std::move(a), std::move(b)); }
+Expr both(Expr a, Expr b) { return loop::binary(BinaryOp::And, std::move(a), std::move(b)); }
+Expr ceil_div(Expr a, int64_t c) { return loop::floordiv(std::move(a) + Expr(c - 1), Expr(c)); }
+Expr f32_zero() { return loop::float_imm(DType::F32, 0.0); }
+
+int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+int64_t round_down(int64_t v, int64_t m) { return std::max(m, v / m * m); }
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+BufferRef local_f32(const std::string& name, std::vector<int64_t> dims) {
+  auto b = std::make_shared<loop::Buffer>();
+  b->name = name;
+  b->dtype = DType::F32;
+  for (int64_t d : dims) b->shape.push_back(Expr(d));
+  b->scope = loop::BufferScope::Local;
+  return b;
+}
+
+// Builds one gemm_nest. The block-relative expressions (m0, klen, ...) are
+// written over the block loop variables, which are fixed names.
+class GemmBuilder {
+ public:
+  GemmBuilder(const GemmOperands& ops, const GemmSchedule& s, const std::string& prefix)
+      : ops_(ops), s_(s), prefix_(prefix) {
+    // Only when K is known to fit one block can the partial C block go.
+    int64_t k = 0;
+    split_k_ = !(loop::as_const_int(loop::simplify(ops.K), &k) && k <= s.kc);
+    ap_ = local_f32(name("apack"), {s.mc / s.mr, s.kc, s.mr});
+    bp_ = local_f32(name("bpack"), {s.nc / s.nr, s.kc, s.nr});
+    acc_ = local_f32(name("acc"), {s.mr, s.nr});
+    if (split_k_) cp_ = local_f32(name("cpart"), {s.mc, s.nc});
+    m0_ = var("mb") * Expr(s.mc);
+    n0_ = var("jc") * Expr(s.nc);
+    k0_ = var("pc") * Expr(s.kc);
+    mlen_ = loop::min(Expr(s.mc), ops.M - m0_);
+    nlen_ = loop::min(Expr(s.nc), ops.N - n0_);
+    klen_ = loop::min(Expr(s.kc), ops.K - k0_);
+    // At least one K block, so that K = 0 still runs the epilogue on zeros.
+    k_blocks_ = loop::max(Expr(1), ceil_div(ops.K, s.kc));
+  }
+
+  Stmt build() {
+    Stmt per_block = loop::seq({pack_b(), pack_a(), micro_kernels()});
+    Stmt body = loop::for_loop(name("jc"), 0, ceil_div(ops_.N, s_.nc), ForKind::Serial,
+                               loop::for_loop(name("pc"), 0, k_blocks_, ForKind::Serial, per_block));
+    for (const BufferRef& b : {acc_, cp_, bp_, ap_})
+      if (b) body = loop::allocate(b, body);
+    const ForKind mk = s_.parallel_over_m_blocks ? ForKind::Parallel : ForKind::Serial;
+    return loop::simplify(loop::for_loop(name("mb"), 0, ceil_div(ops_.M, s_.mc), mk, body));
+  }
+
+ private:
+  std::string name(const std::string& what) const { return prefix_ + "_" + what; }
+  Expr var(const std::string& what) const { return loop::var(name(what)); }
+  // Loop variables must be unique in the kernel: copies of a loop get numbers.
+  std::string fresh(const std::string& what) { return name(what) + std::to_string(counter_++); }
+
+  // for i in [0, MR) unrolled, for the NR/L vectors unrolled, for the L lanes
+  // vectorized: body(i, j). Every index of the tile is a constant after
+  // unrolling, which is what lets LLVM keep acc in registers.
+  Stmt tile_loop(const std::function<Stmt(Expr, Expr)>& body) {
+    const std::string i = fresh("ti"), v = fresh("tv"), l = fresh("tl");
+    const int lanes = s_.vector_lanes;
+    Expr j = loop::var(v) * Expr(lanes) + loop::var(l);
+    Stmt lane_loop = loop::for_loop(l, 0, lanes, ForKind::Vectorized, body(loop::var(i), j));
+    return loop::for_loop(i, 0, s_.mr, ForKind::Unrolled,
+                          loop::for_loop(v, 0, s_.nr / lanes, ForKind::Unrolled, lane_loop));
+  }
+
+  // One packed operand: buf[p, k, x] = value(k0 + k, x0 + x) with
+  // x0 = origin + p * width, for the panels p covering `len` rows (A) or
+  // columns (B) and zero past `limit`. Full panels copy unguarded; only the
+  // last one tests x.
+  struct Packing {
+    BufferRef buf;
+    std::string tag;
+    Expr origin, len, limit;
+    int width;
+    ForKind lane_kind;
+    std::function<Expr(Expr k, Expr x)> value;
+  };
+
+  Stmt pack(const Packing& pk) {
+    Expr p = var(pk.tag + "p");
+    Expr x0 = pk.origin + p * Expr(pk.width);
+    auto copy = [&](bool edge) {
+      const std::string k = fresh(pk.tag + "k"), x = fresh(pk.tag + "x");
+      Expr kk = loop::var(k), xx = loop::var(x);
+      Stmt put = loop::store(pk.buf, {p, kk, xx}, pk.value(k0_ + kk, x0 + xx));
+      if (edge) put = loop::if_then(lt(x0 + xx, pk.limit), put, loop::store(pk.buf, {p, kk, xx}, f32_zero()));
+      return loop::for_loop(k, 0, klen_, ForKind::Serial, loop::for_loop(x, 0, pk.width, pk.lane_kind, put));
+    };
+    Stmt panel = loop::if_then(le(x0 + Expr(pk.width), pk.limit), copy(false), copy(true));
+    return loop::for_loop(name(pk.tag + "p"), 0, ceil_div(pk.len, pk.width), ForKind::Serial, panel);
+  }
+
+  // NR-wide B panels, a row of NR contiguous floats per k: vectorized.
+  Stmt pack_b() {
+    return pack({bp_, "b", n0_, nlen_, ops_.N, s_.nr, ForKind::Vectorized, ops_.b});
+  }
+
+  // MR-tall A panels: MR scalars per k (a vector over i would be a gather
+  // from row-major A).
+  Stmt pack_a() {
+    auto a = [&](Expr k, Expr i) { return ops_.a(i, k); };
+    return pack({ap_, "a", m0_, mlen_, ops_.M, s_.mr, ForKind::Unrolled, a});
+  }
+
+  Stmt micro_kernels() {
+    Stmt tile = loop::seq({init_acc(), k_loop(), finish_acc()});
+    return loop::for_loop(name("jr"), 0, ceil_div(nlen_, s_.nr), ForKind::Serial,
+                          loop::for_loop(name("ir"), 0, ceil_div(mlen_, s_.mr), ForKind::Serial, tile));
+  }
+
+  std::vector<Expr> cp_index(const Expr& i, const Expr& j) const {
+    return {var("ir") * Expr(s_.mr) + i, var("jr") * Expr(s_.nr) + j};
+  }
+
+  // acc = 0 in the first K block, else the partial sums of the earlier ones.
+  Stmt init_acc() {
+    Stmt zero = tile_loop([&](Expr i, Expr j) { return loop::store(acc_, {i, j}, f32_zero()); });
+    if (!split_k_) return zero;
+    Stmt reload = tile_loop([&](Expr i, Expr j) { return loop::store(acc_, {i, j}, loop::load(cp_, cp_index(i, j))); });
+    return loop::if_then(eq(var("pc"), Expr(0)), zero, reload);
+  }
+
+  Stmt k_loop() {
+    Expr k = var("k");
+    Stmt step = tile_loop([&](Expr i, Expr j) {
+      Expr a = loop::load(ap_, {var("ir"), k, i});
+      Expr b = loop::load(bp_, {var("jr"), k, j});
+      return loop::store(acc_, {i, j}, loop::call("fma", DType::F32, {a, b, loop::load(acc_, {i, j})}));
+    });
+    return loop::for_loop(name("k"), 0, klen_, ForKind::Serial, step);
+  }
+
+  // The epilogue after the last K block, else the partial sums go to Cp.
+  Stmt finish_acc() {
+    if (!split_k_) return epilogue_tile();
+    Stmt save = tile_loop([&](Expr i, Expr j) { return loop::store(cp_, cp_index(i, j), loop::load(acc_, {i, j})); });
+    return loop::if_then(eq(var("pc"), k_blocks_ - Expr(1)), epilogue_tile(), save);
+  }
+
+  // Full tiles call the epilogue unguarded; edge tiles only for i < M, j < N.
+  // acc is read into a let before the (lane-masked) guard.
+  Stmt epilogue_tile() {
+    Expr row0 = m0_ + var("ir") * Expr(s_.mr), col0 = n0_ + var("jr") * Expr(s_.nr);
+    auto call = [&](bool edge) {
+      return tile_loop([&](Expr i, Expr j) {
+        const std::string v = fresh("acc_value");
+        Expr gi = row0 + i, gj = col0 + j;
+        Stmt body = ops_.epilogue(gi, gj, loop::var(v, DType::F32));
+        if (edge) body = loop::if_then(both(lt(gi, ops_.M), lt(gj, ops_.N)), body);
+        return loop::let(v, loop::load(acc_, {i, j}), body);
+      });
+    };
+    Expr full = both(le(row0 + Expr(s_.mr), ops_.M), le(col0 + Expr(s_.nr), ops_.N));
+    return loop::if_then(full, call(false), call(true));
+  }
+
+  const GemmOperands& ops_;
+  const GemmSchedule& s_;
+  std::string prefix_;
+  int counter_ = 0;
+  bool split_k_ = true;
+  BufferRef ap_, bp_, acc_, cp_;
+  Expr m0_, n0_, k0_, mlen_, nlen_, klen_, k_blocks_;
+};
+
+// Largest multiple of `m` (at least m) whose block of `row_bytes` per unit
+// fits `budget` bytes.
+int64_t fit_blocks(int64_t budget, int64_t row_bytes, int64_t m) { return round_down(budget / row_bytes, m); }
+
+// Block size for an extent of `n` (-1: unknown) with at most `cap` per block:
+// equal blocks, a multiple of `m`, and a block count that is a multiple of
+// `spread` when there are enough (so that threads get equal shares).
+int64_t balanced_block(int64_t n, int64_t cap, int64_t m, int64_t spread) {
+  if (n < 0) return cap;
+  int64_t blocks = ceil_div(std::max<int64_t>(n, 1), cap);
+  if (n >= spread * m) blocks = round_up(blocks, spread);
+  return std::min(cap, round_up(ceil_div(std::max<int64_t>(n, 1), blocks), m));
+}
+
+}  // namespace
+
+void check_gemm_schedule(const GemmSchedule& s) {
+  TS_CHECK(s.mr >= 1 && s.nr >= 1 && s.mc >= 1 && s.kc >= 1 && s.nc >= 1 && s.vector_lanes >= 1,
+           "gemm schedule: sizes must be positive");
+  TS_CHECK(s.mc % s.mr == 0, "gemm schedule: mc ", s.mc, " is not a multiple of mr ", s.mr);
+  TS_CHECK(s.nc % s.nr == 0, "gemm schedule: nc ", s.nc, " is not a multiple of nr ", s.nr);
+  TS_CHECK(s.nr % s.vector_lanes == 0, "gemm schedule: nr ", s.nr, " is not a multiple of the vector width ",
+           s.vector_lanes);
+}
+
+GemmSchedule default_gemm_schedule(const CpuInfo& cpu, int64_t M_hint, int64_t N_hint, int64_t K_hint) {
+  GemmSchedule s;
+  const int lanes = cpu.vector_lanes_f32;
+  // Two vectors per tile row unless N is one vector wide; the rows use what
+  // is left of the registers after the B vectors and one broadcast.
+  const int vectors = (N_hint >= 0 && N_hint <= lanes) ? 1 : 2;
+  s.vector_lanes = lanes;
+  s.nr = vectors * lanes;
+  s.mr = std::clamp((cpu.vector_registers - vectors - 1) / vectors, 1, 8);
+  // Half of L1 for one B micro-panel (the rest for the A panel and C tile).
+  const int64_t kc_cap = std::clamp<int64_t>(fit_blocks(cpu.l1d_bytes / 2, s.nr * 4, 8), 16, 512);
+  s.kc = static_cast<int>(balanced_block(K_hint, kc_cap, 1, 1));
+  // Half of L2 for the packed A block.
+  const int64_t mc_cap = fit_blocks(cpu.l2_bytes / 2, int64_t{s.kc} * 4, s.mr);
+  s.mc = static_cast<int>(balanced_block(M_hint, mc_cap, s.mr, cpu.cores));
+  // The packed B block and the partial C block each stay under the 1 MiB a
+  // Local buffer may take.
+  const int64_t local_budget = int64_t{1} << 20;
+  const int64_t nc_cap = std::min(fit_blocks(local_budget, int64_t{s.kc} * 4, s.nr),
+                                  fit_blocks(local_budget, int64_t{s.mc} * 4, s.nr));
+  s.nc = static_cast<int>(balanced_block(N_hint, std::min<int64_t>(nc_cap, 1024), s.nr, 1));
+  check_gemm_schedule(s);
+  return s;
+}
+
+Stmt gemm_nest(const GemmOperands& ops, const GemmSchedule& s, const std::string& name_prefix) {
+  check_gemm_schedule(s);
+  return GemmBuilder(ops, s, name_prefix).build();
+}
+
+}  // namespace tessel

@@ -1,0 +1,79 @@
+// A packed, register-blocked GEMM schedule built directly in loop IR
+// (BLIS's loop structure; Goto & van de Geijn, "Anatomy of high-performance
+// matrix multiplication").
+//
+//   [parallel] for mb in M blocks of MC rows          scratch allocated here (per thread)
+//     for jc in N blocks of NC columns
+//       for pc in K blocks of KC                      (at least one block, so K = 0 works)
+//         pack B[pc block, jc block] into NR-wide panels Bp[NC/NR][KC][NR] (zero past N)
+//         pack A[mb block, pc block] into MR-tall panels Ap[MC/MR][KC][MR] (zero past M)
+//         for jr in NR panels, for ir in MR panels:   the micro-kernel
+//           acc[MR][NR] = first K block ? 0 : Cp[ir, jr tile]
+//           for k in KC: acc[i][j] = fma(Ap[ir][k][i], Bp[jr][k][j], acc[i][j])
+//                         (i unrolled, j = NR/L unrolled vectors of L lanes)
+//           last K block ? epilogue(i, j, acc[i][j]) for valid i < M, j < N
+//                        : Cp[ir, jr tile] = acc
+//
+// Why this shape:
+//   - acc is a Local buffer accessed only at constant offsets (i and the
+//     vector index are unrolled), so LLVM's SROA keeps it in MR*NR/L vector
+//     registers for the whole K loop: the K loop body is MR*NR/L FMAs, NR/L
+//     vector loads of the B panel and MR broadcasts of the A panel. MR and NR
+//     come from the register count (accumulators + B vectors + 1 broadcast).
+//   - Packing zero-pads partial panels, so the micro-kernel has no edge
+//     cases; only the epilogue tests i < M and j < N, and only on edge tiles.
+//     acc is read into a let outside those tests, so it is never read under
+//     a lane mask (a masked load would keep it in memory).
+//   - KC keeps one B micro-panel (KC x NR) in L1, MC keeps the packed A block
+//     (MC x KC) in L2; NC bounds the packed B block and the partial C block
+//     Cp (MC x NC, only allocated when K may exceed KC).
+//   - M blocks are independent (each packs its own B), so the parallel loop
+//     over them gives results that do not depend on how it is split.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "tessel/loop/ir.h"
+#include "tessel/schedule/cpu_info.h"
+
+namespace tessel {
+
+struct GemmOperands {
+  loop::Expr M, N, K;  // i64 extents (may mention kernel syms)
+  // A[i, k] and B[k, j] as f32 expressions (a load, a transposed load, ...).
+  // They are only evaluated in bounds.
+  std::function<loop::Expr(loop::Expr i, loop::Expr k)> a;
+  std::function<loop::Expr(loop::Expr k, loop::Expr j)> b;
+  // The statement that consumes the finished dot product of output (i, j),
+  // e.g. out[i, j] = max(acc + bias[j], 0). Called for the full and the edge
+  // tiles (so its statements appear twice) inside unrolled and vectorized
+  // loops: j is a lane-varying index of a Vectorized loop.
+  std::function<loop::Stmt(loop::Expr i, loop::Expr j, loop::Expr acc)> epilogue;
+};
+
+// Data, so that a tuner can search it. mc % mr == 0, nc % nr == 0,
+// nr % vector_lanes == 0.
+struct GemmSchedule {
+  int mr = 6, nr = 16;     // register tile
+  int mc = 96, kc = 256, nc = 512;  // cache blocks
+  int vector_lanes = 8;    // width of the vectorized j loop
+  bool parallel_over_m_blocks = true;
+};
+
+// Block sizes from the register count and caches; hints (-1 when symbolic)
+// shrink the blocks for small problems and balance M blocks across cores.
+GemmSchedule default_gemm_schedule(const CpuInfo& cpu, int64_t M_hint, int64_t N_hint, int64_t K_hint);
+
+// tessel::Error when the schedule's sizes are inconsistent.
+void check_gemm_schedule(const GemmSchedule& s);
+
+// The statement computing every output element and calling the epilogue
+// once per element (see the structure above). Loop variables and scratch
+// buffers are named name_prefix + "_..." (the prefix must make them unique
+// in the kernel). With parallel_over_m_blocks the result is one top-level
+// Parallel loop over ceil(M / mc) blocks.
+loop::Stmt gemm_nest(const GemmOperands& ops, const GemmSchedule& s, const std::string& name_prefix);
+
+}  // namespace tessel
