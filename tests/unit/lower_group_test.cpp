@@ -241,3 +241,23 @@ TEST(LowerGroup, ContractionTakesOnlyMovementProducers) {
 
 }  // namespace
 }  // namespace tessel
+
+namespace tessel {
+namespace {
+
+// Each used output of a Split is a kernel of its own.
+TEST(LowerGroup, SplitOutputsAreSeparateKernels) {
+  Model m;
+  GraphBuilder b(m);
+  Value* x = b.input("x", DType::F32, {3, 10});
+  auto outs = b.ops("Split", {b.op("Exp", {x}), b.const_i64({2, 5, 3})}, 3, {{"axis", Attribute::of_int(1)}});
+  b.output(outs[0]);
+  b.output(b.op("Neg", {outs[1]}));
+  b.output(outs[2]);
+  auto r = testing::expect_lowered_matches(m);
+  EXPECT_EQ(r.kernels, 5u);  // Exp, Split x3, Neg
+  EXPECT_EQ(r.interpreted, 0u);
+}
+
+}  // namespace
+}  // namespace tessel

@@ -1,5 +1,7 @@
 #include "tessel/lower/lower_group.h"
 
+#include "tessel/lower/group_lowerer.h"
+
 #include <map>
 #include <set>
 
@@ -11,87 +13,7 @@
 
 namespace tessel {
 
-namespace {
-
-using loop::Expr;
-using loop::Stmt;
-using Idx = std::vector<Expr>;
-
-// Rank-1 outputs are cut into chunks of this many elements so that the
-// parallel loop has work to share.
-constexpr int64_t kChunk = 4096;
-
-class GroupLowerer;
-
-// The LowerContext one op's lowering sees.
-class NodeContext final : public LowerContext {
- public:
-  NodeContext(const Node& n, GroupLowerer& gl) : LowerContext(n), gl_(gl) {}
-  std::vector<Expr> in_shape(size_t i) override;
-  std::vector<Expr> out_shape(size_t i) override;
-  Expr input(size_t i, const Idx& index) override;
-  const Tensor* input_const(size_t i) override {
-    const Value* v = node.input(i);
-    return v && v->constant ? &*v->constant : nullptr;
-  }
-  Expr reduce(ReduceOp op, Expr init, const Idx& extents, const std::function<Expr(const Idx&)>& body) override;
-  void check(Expr cond, const std::string& message) override;
-
- private:
-  GroupLowerer& gl_;
-};
-
-class GroupLowerer {
- public:
-  GroupLowerer(const FusionGroup& g, const OpRegistry& reg, const NestSchedule& s)
-      : group_(g), reg_(reg), sched_(s), members_(g.nodes.begin(), g.nodes.end()) {}
-
-  LoweredGroup run();
-
-  Idx shape_of(const Value* v) {
-    if (!v->type.has_shape()) throw LoweringUnsupported(str_cat("%", v->name, " has an unknown rank"));
-    return shape_to_exprs(*v->type.shape, &syms_);
-  }
-  Expr value_at(const Value* v, const Idx& index);
-  Expr reduce(ReduceOp op, Expr init, const Idx& extents, const std::function<Expr(const Idx&)>& body);
-  void check(Expr cond, const std::string& message) {
-    levels_[level_of(cond, levels_.size())].stmts.push_back(loop::assert_that(std::move(cond), message));
-  }
-
- private:
-  // Statements and accumulators that live at one loop depth.
-  struct Level {
-    std::vector<Stmt> stmts;
-    std::vector<loop::BufferRef> allocs;
-  };
-
-  loop::BufferRef param_for(const Value* v);
-  Expr inline_member(const Value* v, const Idx& index);
-  // Deepest level (< below) of a variable or accumulator that `e` mentions.
-  size_t level_of(const Expr& e, size_t below) const;
-  Stmt close_level(size_t depth, std::vector<Stmt> tail);
-  Stmt lane_reduction(ReduceOp op, const loop::BufferRef& part, const std::string& k, const Expr& extent,
-                      const Expr& value);
-  Stmt combine_lanes(ReduceOp op, const loop::BufferRef& acc, const loop::BufferRef& part);
-  Stmt inner_loop(const std::string& var, const Expr& min, const Expr& extent, const Stmt& body, bool vectorize);
-  std::string fresh(const char* prefix) { return str_cat(prefix, counter_++); }
-
-  const FusionGroup& group_;
-  const OpRegistry& reg_;
-  NestSchedule sched_;
-  std::set<const Node*> members_;
-  std::vector<Level> levels_;
-  std::map<std::string, size_t> var_level_;
-  std::map<const loop::Buffer*, size_t> acc_level_;
-  std::map<std::string, Expr> memo_;  // reductions, by node, output and index text
-  std::map<const Value*, loop::BufferRef> param_of_;
-  std::vector<const Value*> param_values_;
-  std::vector<loop::BufferRef> params_;
-  std::set<std::string> syms_;
-  int counter_ = 0;
-  size_t output_levels_ = 0;        // levels of the output loop nest
-  const Node* current_ = nullptr;   // the node being lowered
-};
+namespace lowering {
 
 std::vector<Expr> NodeContext::in_shape(size_t i) { return gl_.shape_of(node.input(i)); }
 std::vector<Expr> NodeContext::out_shape(size_t i) { return gl_.shape_of(node.outputs.at(i)); }
@@ -125,7 +47,7 @@ Stmt wrap_allocs(const std::vector<loop::BufferRef>& allocs, Stmt body) {
   return body;
 }
 
-loop::BufferRef LoweringBuffer(const std::string& name, DType t, Idx shape, loop::BufferScope scope) {
+loop::BufferRef make_buffer(const std::string& name, DType t, Idx shape, loop::BufferScope scope) {
   auto b = std::make_shared<loop::Buffer>();
   b->name = name;
   b->dtype = t;
@@ -144,7 +66,7 @@ loop::BufferRef GroupLowerer::param_for(const Value* v) {
   auto it = param_of_.find(v);
   if (it != param_of_.end()) return it->second;
   require_computable(v);
-  loop::BufferRef b = LoweringBuffer(str_cat("in", params_.size()), v->type.dtype, shape_of(v), loop::BufferScope::Param);
+  loop::BufferRef b = make_buffer(str_cat("in", params_.size()), v->type.dtype, shape_of(v), loop::BufferScope::Param);
   param_of_[v] = b;
   param_values_.push_back(v);
   params_.push_back(b);
@@ -203,6 +125,7 @@ size_t GroupLowerer::level_of(const Expr& e, size_t below) const {
 }
 
 Expr GroupLowerer::reduce(ReduceOp op, Expr init, const Idx& extents, const std::function<Expr(const Idx&)>& body) {
+  if (gemm_.node) return contraction_reduce(op, init, extents, body);
   const size_t base = levels_.size();
   Idx vars;
   for (size_t j = 0; j < extents.size(); ++j) {
@@ -214,7 +137,7 @@ Expr GroupLowerer::reduce(ReduceOp op, Expr init, const Idx& extents, const std:
   Expr value = body(vars);
   TS_CHECK(value.dtype() == init.dtype(), "reduction body of type ", dtype_name(value.dtype()), " but init of ",
            dtype_name(init.dtype()));
-  loop::BufferRef acc = LoweringBuffer(fresh("acc"), init.dtype(), {Expr(1)}, loop::BufferScope::Local);
+  loop::BufferRef acc = make_buffer(fresh("acc"), init.dtype(), {Expr(1)}, loop::BufferScope::Local);
   // Lane-parallel partial results (rfactor) when the innermost level holds
   // only the update: the partials are combined in a fixed order at the end.
   const Level& inner = levels_[base + extents.size() - 1];
@@ -222,7 +145,7 @@ Expr GroupLowerer::reduce(ReduceOp op, Expr init, const Idx& extents, const std:
   int64_t n = 0;
   const bool lanes = !extents.empty() && inner.stmts.empty() && inner.allocs.empty() && w > 1 &&
                      init.dtype() != DType::Bool && !(loop::as_const_int(extents.back(), &n) && n < 2 * w);
-  loop::BufferRef part = lanes ? LoweringBuffer(fresh("part"), init.dtype(), {Expr(w)}, loop::BufferScope::Local) : acc;
+  loop::BufferRef part = lanes ? make_buffer(fresh("part"), init.dtype(), {Expr(w)}, loop::BufferScope::Local) : acc;
   Stmt s = lanes ? lane_reduction(op, part, vars.back()->name, extents.back(), value)
                  : loop::store(acc, {Expr(0)}, combine(op, loop::load(acc, {Expr(0)}), value));
   for (size_t j = extents.size(); j-- > 0;) {
@@ -313,7 +236,7 @@ Stmt GroupLowerer::inner_loop(const std::string& var, const Expr& min, const Exp
 
 LoweredGroup GroupLowerer::run() {
   const Node& root = *group_.root;
-  const Value* out = root.outputs.at(0);
+  const Value* out = root.outputs.at(group_.root_output);
   TS_CHECK(out != nullptr, root.describe(), ": root without an output");
   require_computable(out);
   const Idx shape = shape_of(out);
@@ -351,7 +274,7 @@ LoweredGroup GroupLowerer::run() {
   }
   Expr value = value_at(out, index);
   loop::BufferRef out_buf =
-      LoweringBuffer(str_cat("out", params_.size()), out->type.dtype, shape, loop::BufferScope::Param);
+      make_buffer(str_cat("out", params_.size()), out->type.dtype, shape, loop::BufferScope::Param);
   Stmt st = loop::store(out_buf, index, value);
   Stmt body;
   if (r == 0) {
@@ -365,15 +288,7 @@ LoweredGroup GroupLowerer::run() {
     body = close_level(0, {loop::for_loop(p, Expr(0), outer_extent, kind, row)});
   }
 
-  LoweredGroup lg;
-  lg.kernel.name = group_.name;
-  lg.kernel.params = params_;
-  lg.kernel.num_inputs = params_.size();
-  lg.kernel.params.push_back(out_buf);
-  lg.kernel.syms.assign(syms_.begin(), syms_.end());
-  lg.kernel.body = body;
-  lg.params = param_values_;
-  lg.params.push_back(out);
+  std::optional<Dim> parallel_extent;
   if (r >= 1 && sched_.parallel) {
     const Shape& dims = *out->type.shape;
     Dim n = 1;
@@ -382,16 +297,34 @@ LoweredGroup GroupLowerer::run() {
     } else {
       for (size_t k = 0; k + 1 < r; ++k) n = n * dims[k];
     }
-    lg.parallel_extent = n;
+    parallel_extent = n;
   }
+  return finish(body, out_buf, parallel_extent);
+}
+
+LoweredGroup GroupLowerer::finish(Stmt body, const loop::BufferRef& out_buf, std::optional<Dim> parallel_extent) {
+  LoweredGroup lg;
+  lg.kernel.name = group_.name;
+  lg.kernel.params = params_;
+  lg.kernel.num_inputs = params_.size();
+  lg.kernel.params.push_back(out_buf);
+  lg.kernel.syms.assign(syms_.begin(), syms_.end());
+  lg.kernel.body = std::move(body);
+  lg.params = param_values_;
+  lg.params.push_back(group_.root->outputs[group_.root_output]);
+  lg.parallel_extent = std::move(parallel_extent);
   return lg;
 }
 
-}  // namespace
+}  // namespace lowering
 
 LoweredGroup lower_group(const FusionGroup& g, const OpRegistry& reg, const NestSchedule& s) {
   TS_CHECK(g.compiled && g.root, "lower_group: group ", g.name, " has no compiled form");
-  GroupLowerer gl(g, reg, s);
+  {
+    lowering::GroupLowerer gemm(g, reg, s);
+    if (std::optional<LoweredGroup> lg = gemm.try_contraction()) return std::move(*lg);
+  }
+  lowering::GroupLowerer gl(g, reg, s);  // fresh: the GEMM attempt may have left state behind
   return gl.run();
 }
 

@@ -24,6 +24,7 @@
 #include "tessel/ir/dim.h"
 #include "tessel/loop/ir.h"
 #include "tessel/passes/fusion.h"
+#include "tessel/schedule/cpu_info.h"
 
 namespace tessel {
 
@@ -32,6 +33,8 @@ namespace tessel {
 struct NestSchedule {
   int vector_width = 16;      // lanes of the innermost loop; 1 = no vectorisation
   bool parallel = true;       // fuse the outer dims into one parallel loop
+  bool gemm = true;           // contraction groups use the packed GEMM schedule (schedule/gemm.h)
+  CpuInfo cpu = cpu_info_from_features("+avx,+avx2,+fma");  // the target, for the GEMM blocking
 };
 
 struct LoweredGroup {

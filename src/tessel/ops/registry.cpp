@@ -110,6 +110,7 @@ const OpRegistry& OpRegistry::global() {
     register_movement_lowerings(r);
     register_matmul_lowerings(r);
     register_norm_lowerings(r);
+    register_split_lowerings(r);
     return r;
   }();
   return reg;
@@ -127,6 +128,12 @@ void OpRegistry::set_lowering(const std::string& domain, const std::string& name
   TS_CHECK(it->second.lower == nullptr, "operator ", name, " lowered twice");
   it->second.lower = fn;
   it->second.fusion = kind;
+}
+
+void OpRegistry::set_multi_output_lowering(const std::string& domain, const std::string& name) {
+  auto it = ops_.find({domain, name});
+  TS_CHECK(it != ops_.end() && it->second.lower, "multi-output lowering for ", name, " without a lowering");
+  it->second.multi_output_lowering = true;
 }
 
 const OpSchema* OpRegistry::find(const std::string& domain, const std::string& name) const {

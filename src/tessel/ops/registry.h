@@ -118,6 +118,9 @@ struct OpSchema {
   // Compiled form (see lowering.h); nullptr = interpreter only.
   LowerFn lower = nullptr;
   FusionKind fusion = FusionKind::Opaque;
+  // `lower` handles every output index, so each used output may be lowered
+  // as a kernel of its own (Split); otherwise only output 0 is lowered.
+  bool multi_output_lowering = false;
 };
 
 class OpRegistry {
@@ -126,6 +129,7 @@ class OpRegistry {
   void add(OpSchema s);  // throws on duplicates
   // Gives a registered op its compiled form (family *_lower.cpp files).
   void set_lowering(const std::string& domain, const std::string& name, FusionKind kind, LowerFn fn);
+  void set_multi_output_lowering(const std::string& domain, const std::string& name);
   const OpSchema* find(const std::string& domain, const std::string& name) const;
   std::vector<const OpSchema*> all() const;
 
@@ -157,5 +161,6 @@ void register_reduction_lowerings(OpRegistry& r);
 void register_movement_lowerings(OpRegistry& r);
 void register_matmul_lowerings(OpRegistry& r);
 void register_norm_lowerings(OpRegistry& r);
+void register_split_lowerings(OpRegistry& r);
 
 }  // namespace tessel

@@ -18,17 +18,25 @@ bool has_subgraph(const Node& n) {
 
 // A node that can be part of a compiled group at all.
 bool compilable(const Node& n, const OpRegistry& reg, const std::set<const Node*>& opaque) {
-  // One used output, the first (optional outputs such as LayerNormalization's
-  // statistics or Dropout's mask are omitted).
   if (opaque.count(&n) || has_subgraph(n) || n.outputs.empty() || n.outputs[0] == nullptr) return false;
-  for (size_t i = 1; i < n.outputs.size(); ++i)
-    if (n.outputs[i] != nullptr) return false;
   const OpSchema* s = reg.find(n.domain, n.op);
   if (!s || !s->lower) return false;
-  if (!n.outputs[0]->type.has_shape()) return false;
+  // One used output, the first (optional outputs such as LayerNormalization's
+  // statistics or Dropout's mask are omitted), unless the lowering handles
+  // every output (Split).
+  for (size_t i = 1; i < n.outputs.size(); ++i)
+    if (n.outputs[i] != nullptr && !s->multi_output_lowering) return false;
+  for (const Value* v : n.outputs)
+    if (v && !v->type.has_shape()) return false;
   for (const Value* v : n.inputs)
     if (v && !v->type.has_shape()) return false;
   return true;
+}
+
+size_t used_outputs(const Node& n) {
+  size_t k = 0;
+  for (const Value* v : n.outputs) k += v != nullptr;
+  return k;
 }
 
 // Consumers of each value among this graph's nodes; uses inside subgraphs
@@ -94,12 +102,12 @@ FusionPlan plan_fusion(const Graph& g, const OpRegistry& reg, const std::set<con
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const Node* n = *it;
     const bool can = compilable(*n, reg, opaque);
-    if (can && !forced_roots.count(n) && !uses.escapes.count(n->outputs[0])) {
+    if (can && used_outputs(*n) == 1 && !forced_roots.count(n) && !uses.escapes.count(n->outputs[0])) {
       auto c = uses.consumers.find(n->outputs[0]);
       if (c != uses.consumers.end() && !c->second.empty()) {
         const size_t gid = group_of.at(c->second.front());
         const bool injective = fusion_kind(*n, reg) == FusionKind::Injective;
-        bool same = compiled[gid];
+        bool same = compiled[gid] && used_outputs(*roots[gid]) == 1;
         for (const Node* consumer : c->second)
           same = same && group_of.at(consumer) == gid &&
                  (injective || fusion_kind(*consumer, reg) != FusionKind::Contraction);
@@ -122,16 +130,27 @@ FusionPlan plan_fusion(const Graph& g, const OpRegistry& reg, const std::set<con
   std::sort(gids.begin(), gids.end(), [&](size_t a, size_t b) { return position[roots[a]] < position[roots[b]]; });
 
   FusionPlan plan;
-  std::map<size_t, size_t> slot;
+  std::map<size_t, size_t> slot;  // first group of each id
   for (size_t gid : gids) {
     slot[gid] = plan.groups.size();
-    FusionGroup fg;
-    fg.root = roots[gid];
-    fg.compiled = compiled[gid];
-    fg.name = group_name(plan.groups.size(), *fg.root);
-    plan.groups.push_back(std::move(fg));
+    const Node* root = roots[gid];
+    // A compiled root with several used outputs: one kernel per output.
+    const size_t n_out = compiled[gid] ? root->outputs.size() : 1;
+    for (size_t k = 0; k < n_out; ++k) {
+      if (compiled[gid] && !root->outputs[k]) continue;
+      FusionGroup fg;
+      fg.root = root;
+      fg.root_output = k;
+      fg.compiled = compiled[gid];
+      fg.name = group_name(plan.groups.size(), *fg.root);
+      plan.groups.push_back(std::move(fg));
+    }
   }
-  for (const Node* n : order) plan.groups[slot[group_of[n]]].nodes.push_back(n);
+  for (const Node* n : order) {
+    const size_t first = slot[group_of[n]];
+    for (size_t i = first; i < plan.groups.size() && plan.groups[i].root == roots[group_of[n]]; ++i)
+      plan.groups[i].nodes.push_back(n);
+  }
   for (FusionGroup& fg : plan.groups) {
     std::set<const Node*> members(fg.nodes.begin(), fg.nodes.end());
     std::set<const Value*> seen;
@@ -145,7 +164,8 @@ FusionPlan plan_fusion(const Graph& g, const OpRegistry& reg, const std::set<con
 std::string print_fusion(const FusionPlan& p) {
   std::string out;
   for (const FusionGroup& fg : p.groups) {
-    out += str_cat("group ", fg.name, fg.compiled ? "" : " (interpreter)", " -> %", fg.root->outputs.empty() || !fg.root->outputs[0] ? std::string("?") : fg.root->outputs[0]->name, "\n");
+    const Value* out_v = fg.root_output < fg.root->outputs.size() ? fg.root->outputs[fg.root_output] : nullptr;
+    out += str_cat("group ", fg.name, fg.compiled ? "" : " (interpreter)", " -> %", out_v ? out_v->name : "?", "\n");
     for (const Node* n : fg.nodes) {
       std::string outs;
       for (const Value* v : n->outputs) outs += str_cat(outs.empty() ? "" : ", ", v ? "%" + v->name : "_");

@@ -17,6 +17,8 @@
 //     recomputed once per output column;
 //   - nodes in `roots` start a group of their own (the lowering found that
 //     inlining them would recompute them inside another reduction's loop);
+//   - a compiled node with several used outputs (Split) is a root, with one
+//     group (kernel) per used output;
 //   - nodes without a compiled form, nodes with several outputs, nodes with
 //     subgraphs, and nodes listed in `opaque` are groups of their own that run
 //     on the interpreter.
@@ -34,7 +36,8 @@ namespace tessel {
 
 struct FusionGroup {
   std::string name;                  // kernel name, e.g. "k3_softmax"
-  const Node* root = nullptr;        // its outputs are stored
+  const Node* root = nullptr;        // its output `root_output` is stored
+  size_t root_output = 0;
   std::vector<const Node*> nodes;    // members in topological order (root last)
   std::vector<const Value*> inputs;  // values the group reads from memory, first use first
   bool compiled = false;             // false: the root runs on the interpreter

@@ -4,11 +4,11 @@
 #include <iostream>
 
 #include "tessel/driver/json.h"
-#include "tessel/driver/model_loader.h"
 #include "tessel/driver/npy.h"
 #include "tessel/driver/session.h"
 #include "tessel/support/error.h"
 #include "tessel/tools/commands.h"
+#include "tessel/tools/prepared_model.h"
 
 namespace tessel::cli {
 
@@ -49,26 +49,17 @@ void save_outputs(const std::string& dir, const std::vector<RtValue>& outs) {
 int cmd_run(const RunArgs& a, const CommonArgs& c) {
   DriverOptions o = driver_options(c);
   o.seed = a.seed;
-  std::vector<std::pair<std::string, std::string>> files;
-  for (const auto& spec : a.inputs) files.push_back(parse_input_binding(spec));
   check_options_supported(o);
-
+  const PreparedModel p = prepare_model(a.model, a.inputs, o);
   using Clock = std::chrono::steady_clock;
-  auto ms_since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
-  auto t0 = Clock::now();
-  std::unique_ptr<Model> m = load_model(a.model);
-  const double load_ms = ms_since(t0);
-  const auto given = read_input_files(*m->graph, files);
-  const auto dims = bind_symbols(*m->graph, given, o.dims, &std::cerr);
-  fold_shape_inputs(*m, given, o.target);
-  t0 = Clock::now();
-  compile_model(*m, dims, o);
-  const double compile_ms = ms_since(t0);
-  const auto inputs = assemble_inputs(*m->graph, given, dims, o.seed, &std::cerr);
-  const ExecResult r = execute(*m, inputs, o.target, o.threads);
+  const auto t0 = Clock::now();
+  ExecResult r;
+  r.outputs = p.run();
+  r.time_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  const double load_ms = p.load_ms, compile_ms = p.compile_ms;
   if (!a.save_outputs.empty()) save_outputs(a.save_outputs, r.outputs);
 
-  const Graph& g = *m->graph;
+  const Graph& g = p.graph();
   auto out_name = [&](size_t i) { return i < g.outputs.size() ? g.outputs[i]->name : str_cat("output_", i); };
   if (c.json) {
     Json j = Json::object();
@@ -101,8 +92,7 @@ int cmd_run(const RunArgs& a, const CommonArgs& c) {
       if (v.is_tensor()) std::cout << " " << preview_values(v.tensor);
       std::cout << "\n";
     }
-    std::cout << "target " << target_name(o.target)
-              << (o.target == Target::Cpu ? " (reference interpreter)" : "") << ", "
+    std::cout << "target " << target_name(o.target) << ", "
               << str_cat(static_cast<int64_t>(r.time_ms * 1000) / 1000.0) << " ms (load "
               << str_cat(static_cast<int64_t>(load_ms * 1000) / 1000.0) << " ms, compile "
               << str_cat(static_cast<int64_t>(compile_ms * 1000) / 1000.0) << " ms)";

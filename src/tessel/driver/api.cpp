@@ -1,0 +1,42 @@
+// The public API (include/tessel/tessel.h) in terms of the driver: the model
+// loader, the pass pipeline and the compiled CPU path.
+#include "tessel/driver/compiler.h"
+#include "tessel/driver/model_loader.h"
+#include "tessel/driver/session.h"
+#include "tessel/tessel.h"
+
+namespace tessel {
+
+namespace {
+
+DriverOptions driver_options(const Options& o) {
+  DriverOptions d;
+  d.target = Target::Cpu;
+  d.threads = o.threads;
+  d.dims = o.dims;
+  d.memory_planning = o.memory_planning;
+  return d;
+}
+
+}  // namespace
+
+std::unique_ptr<Executable> compile(const std::string& path, const Options& o) {
+  try {
+    return compile(load_model(path), o);
+  } catch (const Error& e) {
+    throw Error(path + ": " + e.what());  // API users get the file in the message; the CLI adds it itself
+  }
+}
+
+std::unique_ptr<Executable> compile(std::unique_ptr<Model> model, const Options& o) {
+  TS_CHECK(model && model->graph, "compile: no model");
+  const DriverOptions d = driver_options(o);
+  compile_model(*model, o.dims, d);
+  std::shared_ptr<const Model> owned(std::move(model));
+  std::unique_ptr<CompiledModel> c = compile_for_cpu(*owned, d);
+  std::unique_ptr<Executable> exe = std::move(c->exe);
+  exe->retain(owned);
+  return exe;
+}
+
+}  // namespace tessel

@@ -1,0 +1,178 @@
+// The GEMM path of the lowering engine: a group made of one contraction
+// (MatMul, Gemm) and the elementwise ops that consume it is lowered as the
+// packed, register-blocked GEMM of schedule/gemm.h, with the rest of the
+// group as its epilogue.
+//
+// How the pieces are found without a pattern per op: the group's root is
+// lowered once at symbolic indices (gb*, gi*, gj) while the contraction's
+// reduction is captured instead of built (it must be Σ_k a·b with a free of
+// gj and b free of gi*), which yields the A and B access functions. The
+// epilogue lowers the root again per output element with that reduction
+// replaced by the finished dot product. Anything else (a second reduction,
+// a product of another shape) falls back to the generic loop nest.
+#include <optional>
+
+#include "tessel/loop/visit.h"
+#include "tessel/lower/group_lowerer.h"
+#include "tessel/schedule/gemm.h"
+#include "tessel/support/error.h"
+
+namespace tessel::lowering {
+
+namespace {
+
+bool mentions_any(const Expr& e, const Idx& vars) {
+  for (const Expr& v : vars)
+    if (loop::mentions_var(e, v->name)) return true;
+  return false;
+}
+
+// The index vector of `i` in [0, prod(dims)) over `dims`, row-major.
+Idx delinearize(const Expr& i, const Idx& dims) {
+  Idx r(dims.size());
+  Expr rest = i;
+  for (size_t d = dims.size(); d-- > 0;) {
+    r[d] = d == 0 ? rest : loop::floormod(rest, dims[d]);
+    if (d > 0) rest = loop::floordiv(rest, dims[d]);
+  }
+  return r;
+}
+
+Idx vars_named(const char* prefix, size_t n) {
+  Idx v;
+  for (size_t k = 0; k < n; ++k) v.push_back(loop::var(str_cat(prefix, k)));
+  return v;
+}
+
+int64_t hint(const Dim& d) { return d.is_const() ? d.value() : -1; }
+
+}  // namespace
+
+Expr GroupLowerer::contraction_reduce(ReduceOp op, const Expr& init, const Idx& extents,
+                                      const std::function<Expr(const Idx&)>& body) {
+  const bool zero = init->kind == loop::ExprKind::FloatImm && init->float_value == 0;
+  if (current_ != gemm_.node || op != ReduceOp::Sum || extents.size() != 1 || !zero || init.dtype() != DType::F32)
+    throw NotGemm{};
+  if (!gemm_.probing) return gemm_.acc;
+  gemm_.k = loop::var("gk");
+  const Expr v = body({gemm_.k});
+  if (v->kind != loop::ExprKind::Binary || v->binary != loop::BinaryOp::Mul) throw NotGemm{};
+  gemm_.a = v->args[0];
+  gemm_.b = v->args[1];
+  gemm_.acc = extents[0];  // the K extent, kept until the probe ends
+  return loop::var("gacc", DType::F32);
+}
+
+std::optional<LoweredGroup> GroupLowerer::try_contraction() {
+  if (!sched_.gemm) return std::nullopt;
+  const Node* c = nullptr;
+  for (const Node* n : group_.nodes) {
+    const OpSchema* s = reg_.find(n->domain, n->op);
+    if (s && s->fusion == FusionKind::Contraction) {
+      if (c) return std::nullopt;
+      c = n;
+    }
+  }
+  if (!c || (c->op != "MatMul" && c->op != "Gemm") || !c->domain.empty()) return std::nullopt;
+  try {
+    return lower_contraction(*c);
+  } catch (const NotGemm&) {
+    return std::nullopt;
+  } catch (const LoweringUnsupported&) {
+    return std::nullopt;  // the generic path reports it
+  } catch (const FusionRejected&) {
+    return std::nullopt;
+  }
+}
+
+std::optional<LoweredGroup> GroupLowerer::lower_contraction(const Node& c) {
+  const Value* out = group_.root->outputs.at(group_.root_output);
+  const Value* cout = c.outputs.at(0);
+  if (!out->type.has_shape() || !cout->type.has_shape() || *out->type.shape != *cout->type.shape) return std::nullopt;
+  if (!loop::is_computable(out->type.dtype)) return std::nullopt;
+  const Shape& dims = *out->type.shape;
+  const size_t r = dims.size();
+  if (r < 2) return std::nullopt;
+  for (const Value* in : c.inputs)
+    if (in && (!in->type.has_shape() || in->type.shape->size() < 2)) return std::nullopt;
+  // B without batch dims: A's batch dims fold into M (a Linear layer on
+  // [batch, seq, features]); otherwise loop over the batch.
+  const bool folded = c.inputs[1]->type.shape->size() == 2;
+  const Idx shape = shape_of(out);
+  const size_t nbatch = folded ? 0 : r - 2;
+  const Idx batch_dims(shape.begin(), shape.begin() + static_cast<long>(nbatch));
+  const Idx lead_dims(shape.begin() + static_cast<long>(nbatch), shape.end() - 1);
+  const Idx gb = vars_named("gb", nbatch), gi = vars_named("gi", lead_dims.size());
+  const Expr gj = loop::var("gj");
+  Idx probe_index = gb;
+  probe_index.insert(probe_index.end(), gi.begin(), gi.end());
+  probe_index.push_back(gj);
+
+  // Probe: capture A and B.
+  gemm_.node = &c;
+  gemm_.probing = true;
+  levels_.assign(1, Level{});
+  output_levels_ = 1;
+  value_at(out, probe_index);
+  if (!gemm_.a.defined()) return std::nullopt;
+  const Expr a = gemm_.a, b = gemm_.b, k = gemm_.k, K = gemm_.acc;
+  if (loop::mentions_var(a, "gj") || mentions_any(b, gi)) return std::nullopt;
+
+  Dim M = 1;
+  for (size_t d = nbatch; d + 1 < r; ++d) M = M * dims[d];
+  GemmOperands ops;
+  ops.M = dim_to_expr(M, &syms_);
+  ops.N = shape.back();
+  ops.K = K;
+  const auto row = [&](const Expr& i) {
+    loop::VarMap m;
+    Idx at = delinearize(i, lead_dims);
+    for (size_t d = 0; d < gi.size(); ++d) m[gi[d]->name] = at[d];
+    return m;
+  };
+  ops.a = [&](const Expr& i, const Expr& kk) {
+    loop::VarMap m = row(i);
+    m[k->name] = kk;
+    return loop::substitute(a, m);
+  };
+  ops.b = [&](const Expr& kk, const Expr& j) { return loop::substitute(b, {{k->name, kk}, {"gj", j}}); };
+  loop::BufferRef out_buf = make_buffer(str_cat("out", params_.size()), out->type.dtype, shape, loop::BufferScope::Param);
+  ops.epilogue = [&](const Expr& i, const Expr& j, const Expr& acc) {
+    gemm_.probing = false;
+    gemm_.acc = acc;
+    memo_.clear();
+    levels_.assign(1, Level{});
+    Idx index = gb;
+    const Idx at = delinearize(i, lead_dims);
+    index.insert(index.end(), at.begin(), at.end());
+    index.push_back(j);
+    const Expr v = value_at(out, index);
+    std::vector<Stmt> stmts = levels_[0].stmts;
+    stmts.push_back(loop::store(out_buf, index, v));
+    return wrap_allocs(levels_[0].allocs, loop::seq(stmts));
+  };
+
+  GemmSchedule gs = default_gemm_schedule(sched_.cpu, hint(M), hint(dims.back()), -1);
+  gs.parallel_over_m_blocks = folded && sched_.parallel;
+  Stmt body = gemm_nest(ops, gs, fresh("g"));
+  std::optional<Dim> parallel_extent;
+  if (folded && sched_.parallel) parallel_extent = Dim::ceildiv(M, Dim(gs.mc));
+  if (!folded) {
+    // parallel for bb over the batch; gb* are lets of bb.
+    const std::string bb = fresh("bb");
+    const Idx at = delinearize(loop::var(bb), batch_dims);
+    for (size_t d = gb.size(); d-- > 0;) body = loop::let(gb[d]->name, at[d], body);
+    Expr nb = Expr(1);
+    Dim nbd = 1;
+    for (size_t d = 0; d < nbatch; ++d) {
+      nb = nb * batch_dims[d];
+      nbd = nbd * dims[d];
+    }
+    body = loop::for_loop(bb, Expr(0), nb, sched_.parallel ? loop::ForKind::Parallel : loop::ForKind::Serial, body);
+    if (sched_.parallel) parallel_extent = nbd;
+  }
+  gemm_ = GemmCapture{};
+  return finish(body, out_buf, parallel_extent);
+}
+
+}  // namespace tessel::lowering

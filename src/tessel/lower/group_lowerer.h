@@ -1,0 +1,120 @@
+// Internals of the lowering engine shared by its files (lower_group.cpp:
+// generic loop nests and reductions; contraction.cpp: the GEMM path). Not a
+// public interface.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tessel/lower/dim_expr.h"
+#include "tessel/lower/lower_group.h"
+#include "tessel/ops/lowering.h"
+
+namespace tessel::lowering {
+using loop::Expr;
+using loop::Stmt;
+using Idx = std::vector<Expr>;
+
+// Rank-1 outputs are cut into chunks of this many elements so that the
+// parallel loop has work to share.
+constexpr int64_t kChunk = 4096;
+
+class GroupLowerer;
+
+// The LowerContext one op's lowering sees.
+class NodeContext final : public LowerContext {
+ public:
+  NodeContext(const Node& n, GroupLowerer& gl) : LowerContext(n), gl_(gl) {}
+  std::vector<Expr> in_shape(size_t i) override;
+  std::vector<Expr> out_shape(size_t i) override;
+  Expr input(size_t i, const Idx& index) override;
+  const Tensor* input_const(size_t i) override {
+    const Value* v = node.input(i);
+    return v && v->constant ? &*v->constant : nullptr;
+  }
+  Expr reduce(ReduceOp op, Expr init, const Idx& extents, const std::function<Expr(const Idx&)>& body) override;
+  void check(Expr cond, const std::string& message) override;
+
+ private:
+  GroupLowerer& gl_;
+};
+
+class GroupLowerer {
+ public:
+  GroupLowerer(const FusionGroup& g, const OpRegistry& reg, const NestSchedule& s)
+      : group_(g), reg_(reg), sched_(s), members_(g.nodes.begin(), g.nodes.end()) {}
+
+  LoweredGroup run();
+  // The GEMM path (contraction.cpp): nullopt unless the group is one 2-D
+  // (or batched) contraction whose other members form its epilogue.
+  std::optional<LoweredGroup> try_contraction();
+
+  Idx shape_of(const Value* v) {
+    if (!v->type.has_shape()) throw LoweringUnsupported(str_cat("%", v->name, " has an unknown rank"));
+    return shape_to_exprs(*v->type.shape, &syms_);
+  }
+  Expr value_at(const Value* v, const Idx& index);
+  Expr reduce(ReduceOp op, Expr init, const Idx& extents, const std::function<Expr(const Idx&)>& body);
+  void check(Expr cond, const std::string& message) {
+    levels_[level_of(cond, levels_.size())].stmts.push_back(loop::assert_that(std::move(cond), message));
+  }
+
+ private:
+  // Statements and accumulators that live at one loop depth.
+  struct Level {
+    std::vector<Stmt> stmts;
+    std::vector<loop::BufferRef> allocs;
+  };
+
+  loop::BufferRef param_for(const Value* v);
+  Expr inline_member(const Value* v, const Idx& index);
+  // Deepest level (< below) of a variable or accumulator that `e` mentions.
+  size_t level_of(const Expr& e, size_t below) const;
+  Stmt close_level(size_t depth, std::vector<Stmt> tail);
+  Stmt lane_reduction(ReduceOp op, const loop::BufferRef& part, const std::string& k, const Expr& extent,
+                      const Expr& value);
+  Stmt combine_lanes(ReduceOp op, const loop::BufferRef& acc, const loop::BufferRef& part);
+  Stmt inner_loop(const std::string& var, const Expr& min, const Expr& extent, const Stmt& body, bool vectorize);
+  LoweredGroup finish(Stmt body, const loop::BufferRef& out_buf, std::optional<Dim> parallel_extent);
+  // reduce() while the GEMM path replaces contraction `gemm_.node`.
+  Expr contraction_reduce(ReduceOp op, const Expr& init, const Idx& extents,
+                          const std::function<Expr(const Idx&)>& body);
+  std::optional<LoweredGroup> lower_contraction(const Node& c);
+  std::string fresh(const char* prefix) { return str_cat(prefix, counter_++); }
+
+  const FusionGroup& group_;
+  const OpRegistry& reg_;
+  NestSchedule sched_;
+  std::set<const Node*> members_;
+  std::vector<Level> levels_;
+  std::map<std::string, size_t> var_level_;
+  std::map<const loop::Buffer*, size_t> acc_level_;
+  std::map<std::string, Expr> memo_;  // reductions, by node, output and index text
+  std::map<const Value*, loop::BufferRef> param_of_;
+  std::vector<const Value*> param_values_;
+  std::vector<loop::BufferRef> params_;
+  std::set<std::string> syms_;
+  int counter_ = 0;
+  size_t output_levels_ = 0;        // levels of the output loop nest
+  const Node* current_ = nullptr;   // the node being lowered
+  // The GEMM path: the contraction's reduction is captured (probing: its
+  // body must be a(i,k) * b(k,j)) or replaced by the finished dot product.
+  struct GemmCapture {
+    const Node* node = nullptr;
+    bool probing = false;
+    Expr a, b, k, acc;
+  } gemm_;
+};
+
+// Thrown inside the GEMM path when the group does not fit it.
+struct NotGemm {};
+
+Expr combine(ReduceOp op, const Expr& acc, const Expr& v);
+Stmt wrap_allocs(const std::vector<loop::BufferRef>& allocs, Stmt body);
+loop::BufferRef make_buffer(const std::string& name, DType t, Idx shape, loop::BufferScope scope);
+
+}  // namespace tessel::lowering

@@ -1,0 +1,30 @@
+// What `run` and `bench` share: load the model, read the inputs, bind the
+// symbols, and either compile it through the public API (target cpu) or keep
+// it for the interpreter (target reference).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessel/driver/options.h"
+#include "tessel/tessel.h"
+
+namespace tessel::cli {
+
+struct PreparedModel {
+  std::unique_ptr<Model> model;     // target reference: the model after the pass pipeline
+  std::unique_ptr<Executable> exe;  // target cpu (owns its model)
+  std::vector<RtValue> inputs;      // in graph input order
+  double load_ms = 0;               // reading the model file
+  double compile_ms = 0;            // pass pipeline (and code generation, target cpu)
+  const Graph& graph() const { return exe ? *exe->model().graph : *model->graph; }
+  std::vector<RtValue> run() const;
+};
+
+// `input_specs`: NAME=FILE.npy. Notes (random inputs, default symbols) go to stderr.
+PreparedModel prepare_model(const std::string& path, const std::vector<std::string>& input_specs,
+                            const DriverOptions& o);
+
+}  // namespace tessel::cli
