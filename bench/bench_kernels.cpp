@@ -7,13 +7,16 @@
 //     threads x the measured single-core FMA peak.
 // The peak is measured once before the benchmarks run (best of a few runs),
 // so that every GEMM row carries its fraction. Times are wall-clock
-// (UseRealTime), since threaded rows run on several cores.
+// (manual timing), since threaded rows run on several cores; each row also
+// reports figures per CPU second, which contention on a shared machine does
+// not inflate.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <map>
 #include <memory>
@@ -22,7 +25,10 @@
 #include <thread>
 #include <tuple>
 
+#include <time.h>
+
 #include "tessel/codegen/cpu/cpu_codegen.h"
+#include "tessel/loop/eval.h"
 #include "tessel/loop/ir.h"
 #include "tessel/schedule/cpu_info.h"
 #include "tessel/schedule/gemm.h"
@@ -33,6 +39,31 @@ namespace {
 using namespace tessel::loop;  // NOLINT
 
 using Clock = std::chrono::steady_clock;
+
+// CPU time of the whole process (all threads): on this shared machine the
+// wall clock also counts the time other processes hold our cores, CPU time
+// does not.
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+// Wall-clock and process CPU seconds of fn().
+struct Seconds {
+  double wall = 0, cpu = 0;
+  Seconds& operator+=(const Seconds& o) {
+    wall += o.wall, cpu += o.cpu;
+    return *this;
+  }
+};
+template <class Fn>
+Seconds timed(const Fn& fn) {
+  const double c0 = process_cpu_seconds();
+  const auto t0 = Clock::now();
+  fn();
+  return {std::chrono::duration<double>(Clock::now() - t0).count(), process_cpu_seconds() - c0};
+}
 
 BufferRef make_buffer(const std::string& name, std::vector<Expr> shape, BufferScope scope = BufferScope::Param) {
   auto b = std::make_shared<Buffer>();
@@ -122,17 +153,18 @@ const PeakKernel& peak_kernel() {
     Expr C(p.chains), L(p.lanes), n = var("n");
     auto in = make_buffer("in", {C * L}), out = make_buffer("out", {C * L});
     auto acc = make_buffer("acc", {C, L}, BufferScope::Local);
-    auto tile = [&](const std::string& tag, const std::function<Stmt(Expr)>& body) {
-      return for_loop("c" + tag, 0, C, ForKind::Unrolled,
-                      for_loop("l" + tag, 0, L, ForKind::Vectorized, body(var("c" + tag) * L + var("l" + tag))));
+    // acc[c, l]: c unrolled and l vectorized, so every access is at a
+    // constant offset and the accumulators live in registers.
+    auto tile = [&](const std::string& tag, const std::function<Stmt(Expr, Expr)>& body) {
+      Expr c = var("c" + tag), l = var("l" + tag);
+      return for_loop("c" + tag, 0, C, ForKind::Unrolled, for_loop("l" + tag, 0, L, ForKind::Vectorized, body(c, l)));
     };
-    auto acc_at = [&](Expr flat) { return std::vector<Expr>{floordiv(flat, L), floormod(flat, L)}; };
     Expr x = load(in, {Expr(0)}), y = load(in, {Expr(1)});
-    Stmt init = tile("0", [&](Expr f) { return store(acc, acc_at(f), load(in, {f})); });
-    Stmt step = tile("1", [&](Expr f) {
-      return store(acc, acc_at(f), call("fma", DType::F32, {load(acc, acc_at(f)), x, y}));
+    Stmt init = tile("0", [&](Expr c, Expr l) { return store(acc, {c, l}, load(in, {c * L + l})); });
+    Stmt step = tile("1", [&](Expr c, Expr l) {
+      return store(acc, {c, l}, call("fma", DType::F32, {load(acc, {c, l}), x, y}));
     });
-    Stmt fin = tile("2", [&](Expr f) { return store(out, {f}, load(acc, acc_at(f))); });
+    Stmt fin = tile("2", [&](Expr c, Expr l) { return store(out, {c * L + l}, load(acc, {c, l})); });
     Kernel k;
     k.name = "fma_peak";
     k.params = {in, out};
@@ -146,41 +178,80 @@ const PeakKernel& peak_kernel() {
   return pk;
 }
 
-// One run of `iters` iterations; returns FLOP/s.
-double run_peak(int64_t iters) {
+double peak_flops_per_iter() {
+  const PeakKernel& p = peak_kernel();
+  return 2.0 * p.chains * p.lanes;
+}
+
+// One run of `iters` iterations of the FMA chains.
+Seconds run_peak(int64_t iters) {
   const PeakKernel& p = peak_kernel();
   std::vector<float> in(p.chains * p.lanes, 0.999f), out(in.size());
   in[1] = 1e-4f;
   void* bufs[] = {in.data(), out.data()};
-  const auto t0 = Clock::now();
-  p.fn(bufs, &iters, 0, std::numeric_limits<int64_t>::max());
-  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  Seconds t = timed([&] { p.fn(bufs, &iters, 0, std::numeric_limits<int64_t>::max()); });
   benchmark::DoNotOptimize(out.data());
-  return 2.0 * p.chains * p.lanes * double(iters) / s;
+  return t;
 }
 
-// The best of several runs of about 0.1 s: contention only ever lowers it.
-double measured_peak() {
-  static const double peak = [] {
-    double best = 0;
-    for (int r = 0; r < 7; ++r) best = std::max(best, run_peak(20'000'000));
+// Single-core FMA peak in FLOP/s, per wall-clock and per CPU second: the best
+// of several runs of about 0.1 s, since contention only ever lowers it.
+struct Peak {
+  double wall = 0, cpu = 0;
+};
+const Peak& measured_peak() {
+  static const Peak peak = [] {
+    Peak best;
+    const int64_t iters = 20'000'000;
+    for (int r = 0; r < 9; ++r) {
+      const Seconds t = run_peak(iters);
+      best.wall = std::max(best.wall, peak_flops_per_iter() * double(iters) / t.wall);
+      best.cpu = std::max(best.cpu, peak_flops_per_iter() * double(iters) / t.cpu);
+    }
     return best;
   }();
   return peak;
 }
 
-void BM_FmaPeak(benchmark::State& state) {
-  const PeakKernel& p = peak_kernel();
-  const int64_t iters = 10'000'000;
-  for (auto _ : state) run_peak(iters);
-  state.counters["GFLOPS"] =
-      benchmark::Counter(2e-9 * p.chains * p.lanes * double(iters), benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["chains"] = p.chains;
-  state.counters["lanes"] = p.lanes;
+// GFLOP/s by wall clock and by CPU time, and the fractions of `threads` x
+// the single-core peak (the CPU-time fraction is the efficiency of the
+// cores while they ran our threads; it does not see load imbalance).
+void report(benchmark::State& state, double flops_per_iter, const Seconds& total, int threads) {
+  const double flops = flops_per_iter * double(state.iterations());
+  state.counters["GFLOPS"] = flops / total.wall * 1e-9;
+  state.counters["peak_frac"] = flops / total.wall / (measured_peak().wall * threads);
+  state.counters["GFLOPS_cpu"] = flops / total.cpu * 1e-9;
+  state.counters["peak_frac_cpu"] = flops / total.cpu / measured_peak().cpu;
 }
-BENCHMARK(BM_FmaPeak)->UseRealTime()->Unit(benchmark::kMillisecond)->Repetitions(5)->ReportAggregatesOnly(true);
+
+void BM_FmaPeak(benchmark::State& state) {
+  const int64_t iters = 5'000'000;
+  Seconds total;
+  for (auto _ : state) {
+    const Seconds t = run_peak(iters);
+    state.SetIterationTime(t.wall);
+    total += t;
+  }
+  report(state, peak_flops_per_iter() * double(iters), total, 1);
+  state.counters["chains"] = peak_kernel().chains;
+  state.counters["lanes"] = peak_kernel().lanes;
+}
+BENCHMARK(BM_FmaPeak)->UseManualTime()->Unit(benchmark::kMillisecond)->Repetitions(5)->ReportAggregatesOnly(true);
 
 // ---- GEMM -------------------------------------------------------------------------------------
+
+// The default schedule, or TESSEL_GEMM_SCHEDULE="mr,nr,mc,kc,nc" for tuning
+// experiments (kc and nc are capped at K and N rounded up to nr).
+GemmSchedule schedule_for(int64_t M, int64_t N, int64_t K, bool tiles) {
+  GemmSchedule s = default_gemm_schedule(host(), M, N, K, tiles);
+  if (const char* env = std::getenv("TESSEL_GEMM_SCHEDULE")) {
+    if (std::sscanf(env, "%d,%d,%d,%d,%d", &s.mr, &s.nr, &s.mc, &s.kc, &s.nc) != 5)
+      std::fprintf(stderr, "TESSEL_GEMM_SCHEDULE: want mr,nr,mc,kc,nc\n"), std::exit(2);
+    s.kc = static_cast<int>(std::min<int64_t>(s.kc, std::max<int64_t>(K, 1)));
+    s.nc = static_cast<int>(std::min<int64_t>(s.nc, (N + s.nr - 1) / s.nr * s.nr));
+  }
+  return s;
+}
 
 struct GemmKernel {
   GemmSchedule schedule;
@@ -190,9 +261,9 @@ struct GemmKernel {
   double compile_s = 0;
 };
 
-const GemmKernel& gemm_kernel(int64_t M, int64_t N, int64_t K) {
-  static std::map<std::tuple<int64_t, int64_t, int64_t>, GemmKernel> cache;
-  auto [it, fresh] = cache.try_emplace({M, N, K});
+const GemmKernel& gemm_kernel(int64_t M, int64_t N, int64_t K, bool tiles) {
+  static std::map<std::tuple<int64_t, int64_t, int64_t, bool>, GemmKernel> cache;
+  auto [it, fresh] = cache.try_emplace({M, N, K, tiles});
   GemmKernel& g = it->second;
   if (!fresh) return g;
   auto a = make_buffer("a", {Expr(M), Expr(K)}), b = make_buffer("b", {Expr(K), Expr(N)});
@@ -202,7 +273,7 @@ const GemmKernel& gemm_kernel(int64_t M, int64_t N, int64_t K) {
   ops.a = [&](Expr i, Expr k) { return load(a, {i, k}); };
   ops.b = [&](Expr k, Expr j) { return load(b, {k, j}); };
   ops.epilogue = [&](Expr i, Expr j, Expr acc) { return store(out, {i, j}, acc); };
-  g.schedule = default_gemm_schedule(host(), M, N, K);
+  g.schedule = schedule_for(M, N, K, tiles);
   Kernel k;
   k.name = "gemm";
   k.params = {a, b, out};
@@ -212,14 +283,14 @@ const GemmKernel& gemm_kernel(int64_t M, int64_t N, int64_t K) {
   g.lib = cpu::compile_kernels({k}, {});
   g.compile_s = std::chrono::duration<double>(Clock::now() - t0).count();
   g.fn = g.lib->lookup("gemm");
-  g.blocks = (M + g.schedule.mc - 1) / g.schedule.mc;
+  g.blocks = eval_index(gemm_parallel_extent(ops, g.schedule), {});
   return g;
 }
 
 void BM_Gemm(benchmark::State& state) {
   const int64_t M = state.range(0), N = state.range(1), K = state.range(2);
   const int threads = static_cast<int>(state.range(3));
-  const GemmKernel& g = gemm_kernel(M, N, K);
+  const GemmKernel& g = gemm_kernel(M, N, K, state.range(4) != 0);
   std::mt19937 rng(42);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   std::vector<float> a(M * K), b(K * N), out(M * N);
@@ -230,14 +301,14 @@ void BM_Gemm(benchmark::State& state) {
   const std::function<void(int64_t, int64_t)> task = [&](int64_t begin, int64_t end) {
     if (begin < end) g.fn(bufs, nullptr, begin, end);
   };
+  Seconds total;
   for (auto _ : state) {
-    pool.run(g.blocks, task);
+    const Seconds t = timed([&] { pool.run(g.blocks, task); });
     benchmark::ClobberMemory();
+    state.SetIterationTime(t.wall);
+    total += t;
   }
-  const double flops = 2.0 * double(M) * double(N) * double(K);
-  state.counters["GFLOPS"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["peak_frac"] =
-      benchmark::Counter(flops / (measured_peak() * threads), benchmark::Counter::kIsIterationInvariantRate);
+  report(state, 2.0 * double(M) * double(N) * double(K), total, threads);
   state.counters["compile_ms"] = g.compile_s * 1e3;
   state.SetLabel("mr=" + std::to_string(g.schedule.mr) + " nr=" + std::to_string(g.schedule.nr) +
                  " mc=" + std::to_string(g.schedule.mc) + " kc=" + std::to_string(g.schedule.kc) +
@@ -250,13 +321,17 @@ void gemm_shapes(benchmark::internal::Benchmark* b) {
       {128, 768, 768},   {128, 3072, 768},  {128, 768, 3072},   {1, 1000, 512},
       {3136, 64, 576},  // a 3x3 convolution, 64 -> 64 channels on 56x56, as an implicit GEMM
   };
+  // tiles=1: the parallel loop also runs over N blocks (opt-in schedule),
+  // shown where M alone gives few blocks.
   for (const auto& s : shapes)
-    for (int64_t threads : {1, 2}) b->Args({s[0], s[1], s[2], threads});
-  b->ArgNames({"M", "N", "K", "threads"});
+    for (int64_t tiles : {0, 1})
+      for (int64_t threads : {1, 2})
+        if (tiles == 0 || s[0] <= 1024) b->Args({s[0], s[1], s[2], threads, tiles});
+  b->ArgNames({"M", "N", "K", "threads", "tiles"});
 }
 BENCHMARK(BM_Gemm)
     ->Apply(gemm_shapes)
-    ->UseRealTime()
+    ->UseManualTime()
     ->Unit(benchmark::kMillisecond)
     ->MinWarmUpTime(0.2)
     ->Repetitions(5)
@@ -268,8 +343,10 @@ BENCHMARK(BM_Gemm)
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  std::printf("measured single-core FMA peak: %.1f GFLOP/s (%d chains x %d lanes, best of 7)\n",
-              tessel::measured_peak() * 1e-9, tessel::peak_kernel().chains, tessel::peak_kernel().lanes);
+  std::printf("measured single-core FMA peak (best of 9): %.1f GFLOP/s wall clock, %.1f GFLOP/s per CPU second"
+              " (%d chains x %d lanes)\n",
+              tessel::measured_peak().wall * 1e-9, tessel::measured_peak().cpu * 1e-9, tessel::peak_kernel().chains,
+              tessel::peak_kernel().lanes);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

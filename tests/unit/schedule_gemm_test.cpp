@@ -12,6 +12,7 @@
 #include "tessel/loop/eval.h"
 #include "tessel/loop/printer.h"
 #include "tessel/loop/verifier.h"
+#include "tessel/loop/visit.h"
 #include "tessel/schedule/cpu_info.h"
 #include "tessel/schedule/gemm.h"
 #include "tessel/support/error.h"
@@ -109,10 +110,22 @@ std::vector<int64_t> syms(const Case& c) { return c.symbolic_m ? std::vector<int
 
 // Blocks far smaller than any real cache, so that small problems cross
 // every M, N and K block edge (and keep a partial C block across K blocks).
-GemmSchedule tiny_schedule(bool parallel) {
+enum class Par { Serial, MBlocks, Tiles };
+const Par kPars[] = {Par::Serial, Par::MBlocks, Par::Tiles};
+const char* par_name(Par p) {
+  switch (p) {
+    case Par::Serial: return " serial";
+    case Par::MBlocks: return " parallel over M blocks";
+    case Par::Tiles: return " parallel over tiles";
+  }
+  return "";
+}
+
+GemmSchedule tiny_schedule(Par par) {
   GemmSchedule s;
   s.mr = 3, s.nr = 8, s.vector_lanes = 4, s.mc = 6, s.kc = 5, s.nc = 16;
-  s.parallel_over_m_blocks = parallel;
+  s.parallel_over_m_blocks = par != Par::Serial;
+  s.parallel_over_n_blocks = par == Par::Tiles;
   return s;
 }
 
@@ -143,9 +156,11 @@ TEST(ScheduleGemm, CpuInfoFromFeatures) {
 TEST(ScheduleGemm, DefaultScheduleFitsRegistersAndCaches) {
   for (const char* features : {"+avx,+avx2,+fma", "+avx,+avx2,+avx512f,+fma", "+sse2"}) {
     CpuInfo cpu = cpu_info_from_features(features);
-    for (int64_t n : {-1, 1, 5, 100, 1024, 5000}) {
-      GemmSchedule s = default_gemm_schedule(cpu, n, n, n);
-      SCOPED_TRACE(std::string(features) + " n=" + std::to_string(n));
+    for (int64_t n : {-1, 1, 5, 100, 1024, 5000})
+      for (bool tiles : {false, true}) {
+      GemmSchedule s = default_gemm_schedule(cpu, n, n, n, tiles);
+      SCOPED_TRACE(std::string(features) + " n=" + std::to_string(n) + (tiles ? " tiles" : ""));
+      EXPECT_EQ(s.parallel_over_n_blocks, tiles);
       EXPECT_NO_THROW(check_gemm_schedule(s));
       EXPECT_EQ(s.vector_lanes, cpu.vector_lanes_f32);
       // accumulators + B vectors + one broadcast fit the register file
@@ -158,10 +173,10 @@ TEST(ScheduleGemm, DefaultScheduleFitsRegistersAndCaches) {
 }
 
 TEST(ScheduleGemm, RejectsInconsistentSchedules) {
-  GemmSchedule s = tiny_schedule(true);
+  GemmSchedule s = tiny_schedule(Par::MBlocks);
   s.mc = 7;
   EXPECT_THROW(check_gemm_schedule(s), Error);
-  s = tiny_schedule(true);
+  s = tiny_schedule(Par::MBlocks);
   s.nr = 6;
   EXPECT_THROW(check_gemm_schedule(s), Error);
 }
@@ -173,10 +188,10 @@ TEST(ScheduleGemm, EvaluatorMatchesReference) {
       {1, 1, 1}, {0, 5, 3}, {4, 0, 3}, {4, 5, 0}, {6, 8, 5}, {7, 9, 11}, {17, 33, 29},
       {13, 21, 12, true, false}, {13, 21, 12, false, true}, {13, 21, 12, true, true, true}, {19, 17, 7, false, false, false, true},
   };
-  for (bool parallel : {true, false})
+  for (Par par : kPars)
     for (const Case& c : cases) {
-      SCOPED_TRACE(case_name(c) + (parallel ? " parallel" : " serial"));
-      Kernel k = gemm_kernel(c, tiny_schedule(parallel));
+      SCOPED_TRACE(case_name(c) + par_name(par));
+      Kernel k = gemm_kernel(c, tiny_schedule(par));
       ASSERT_NO_THROW(verify(k));
       Data d = make_data(c, 1);
       ASSERT_EQ(run_kernel(k, buffers(d), syms(c)), 0);
@@ -194,11 +209,22 @@ TEST(ScheduleGemm, DefaultScheduleThroughEvaluator) {
 }
 
 TEST(ScheduleGemm, OneParallelLoopAtTheTop) {
-  Kernel k = gemm_kernel({17, 33, 29}, tiny_schedule(true));
-  ASSERT_EQ(k.body->kind, StmtKind::For);
-  EXPECT_EQ(k.body->for_kind, ForKind::Parallel);
-  // the scratch buffers are allocated per M block, inside the parallel loop
-  EXPECT_EQ(k.body->body[0]->kind, StmtKind::Allocate);
+  for (Par par : {Par::MBlocks, Par::Tiles}) {
+    SCOPED_TRACE(par_name(par));
+    const Case c{17, 33, 29};
+    const GemmSchedule s = tiny_schedule(par);
+    Kernel k = gemm_kernel(c, s);
+    ASSERT_EQ(k.body->kind, StmtKind::For);
+    EXPECT_EQ(k.body->for_kind, ForKind::Parallel);
+    GemmOperands ops;
+    ops.M = c.M, ops.N = c.N, ops.K = c.K;
+    EXPECT_TRUE(equal(k.body->extent, gemm_parallel_extent(ops, s)));
+    EXPECT_EQ(eval_index(k.body->extent, {}), par == Par::Tiles ? 3 * 3 : 3);
+    // the scratch buffers are allocated per block, inside the parallel loop
+    Stmt inner = k.body->body[0];
+    while (inner->kind == StmtKind::Let) inner = inner->body[0];
+    EXPECT_EQ(inner->kind, StmtKind::Allocate);
+  }
 }
 
 // ---- through the code generator ----------------------------------------------------------
@@ -221,16 +247,18 @@ std::vector<Case> compiled_cases() {
 
 TEST(ScheduleGemm, CompiledMatchesReference) {
   const CpuInfo cpu = host_info();
-  for (bool tiny : {false, true}) {
+  for (int variant = 0; variant < 3; ++variant) {
+    const bool tiny = variant == 1, tiles = variant == 2;
     std::vector<Kernel> kernels;
     for (const Case& c : compiled_cases()) {
-      const GemmSchedule s = tiny ? tiny_schedule(true) : default_gemm_schedule(cpu, c.symbolic_m ? -1 : c.M, c.N, c.K);
+      const GemmSchedule s = tiny ? tiny_schedule(Par::Tiles)
+                                  : default_gemm_schedule(cpu, c.symbolic_m ? -1 : c.M, c.N, c.K, tiles);
       kernels.push_back(gemm_kernel(c, s));
       ASSERT_NO_THROW(verify(kernels.back())) << kernels.back().name;
     }
     auto lib = cpu::compile_kernels(kernels, {});
     for (const Case& c : compiled_cases()) {
-      SCOPED_TRACE(case_name(c) + (tiny ? " tiny blocks" : " default blocks"));
+      SCOPED_TRACE(case_name(c) + (tiny ? " tiny blocks" : tiles ? " default tiles" : " default blocks"));
       Data d = make_data(c, 3);
       ASSERT_EQ(call(*lib, c, d, 0, std::numeric_limits<int64_t>::max()), 0);
       expect_close(c, d);
@@ -240,18 +268,22 @@ TEST(ScheduleGemm, CompiledMatchesReference) {
 
 TEST(ScheduleGemm, ParallelChunksGiveIdenticalBits) {
   const Case c{257, 129, 513, false, false, true};
-  GemmSchedule s = default_gemm_schedule(host_info(), c.M, c.N, c.K);
-  s.mc = 2 * s.mr;  // many M blocks
-  auto lib = cpu::compile_kernels({gemm_kernel(c, s)}, {});
-  Data whole = make_data(c, 4), chunked = make_data(c, 4);
-  ASSERT_EQ(call(*lib, c, whole, 0, std::numeric_limits<int64_t>::max()), 0);
-  const int64_t blocks = (c.M + s.mc - 1) / s.mc;
-  for (int64_t begin : {int64_t{0}, int64_t{1}, int64_t{3}, blocks / 2}) {
-    const int64_t end = begin == 0 ? 1 : begin == 1 ? 3 : begin == 3 ? blocks / 2 : blocks;
-    ASSERT_EQ(call(*lib, c, chunked, begin, end), 0);
+  for (bool tiles : {false, true}) {
+    SCOPED_TRACE(tiles ? "tiles" : "M blocks");
+    GemmSchedule s = default_gemm_schedule(host_info(), c.M, c.N, c.K, tiles);
+    s.mc = 2 * s.mr;  // many blocks
+    s.nc = 2 * s.nr;
+    Kernel k = gemm_kernel(c, s);
+    auto lib = cpu::compile_kernels({k}, {});
+    Data whole = make_data(c, 4), chunked = make_data(c, 4);
+    ASSERT_EQ(call(*lib, c, whole, 0, std::numeric_limits<int64_t>::max()), 0);
+    const int64_t blocks = eval_index(k.body->extent, {});
+    ASSERT_GT(blocks, 8);
+    const int64_t cuts[] = {0, 1, 3, blocks / 2, blocks};
+    for (size_t i = 0; i + 1 < std::size(cuts); ++i) ASSERT_EQ(call(*lib, c, chunked, cuts[i], cuts[i + 1]), 0);
+    EXPECT_EQ(std::memcmp(whole.out.data(), chunked.out.data(), whole.out.size() * sizeof(float)), 0);
+    expect_close(c, whole);
   }
-  EXPECT_EQ(std::memcmp(whole.out.data(), chunked.out.data(), whole.out.size() * sizeof(float)), 0);
-  expect_close(c, whole);
 }
 
 // The micro-kernel's K loop must be FMAs on registers: acc stays out of

@@ -62,12 +62,20 @@ class GemmBuilder {
 
   Stmt build() {
     Stmt per_block = loop::seq({pack_b(), pack_a(), micro_kernels()});
-    Stmt body = loop::for_loop(name("jc"), 0, ceil_div(ops_.N, s_.nc), ForKind::Serial,
-                               loop::for_loop(name("pc"), 0, k_blocks_, ForKind::Serial, per_block));
+    Stmt body = loop::for_loop(name("pc"), 0, k_blocks_, ForKind::Serial, per_block);
+    const bool tiles = s_.parallel_over_m_blocks && s_.parallel_over_n_blocks;
+    if (!tiles) body = loop::for_loop(name("jc"), 0, ceil_div(ops_.N, s_.nc), ForKind::Serial, body);
     for (const BufferRef& b : {acc_, cp_, bp_, ap_})
       if (b) body = loop::allocate(b, body);
-    const ForKind mk = s_.parallel_over_m_blocks ? ForKind::Parallel : ForKind::Serial;
-    return loop::simplify(loop::for_loop(name("mb"), 0, ceil_div(ops_.M, s_.mc), mk, body));
+    if (!tiles) {
+      const ForKind mk = s_.parallel_over_m_blocks ? ForKind::Parallel : ForKind::Serial;
+      return loop::simplify(loop::for_loop(name("mb"), 0, ceil_div(ops_.M, s_.mc), mk, body));
+    }
+    // Tile t is (M block t / nb, N block t % nb): a task's consecutive tiles
+    // share their M block.
+    Expr t = var("tile"), nb = ceil_div(ops_.N, s_.nc);
+    body = loop::let(name("mb"), loop::floordiv(t, nb), loop::let(name("jc"), loop::floormod(t, nb), body));
+    return loop::simplify(loop::for_loop(name("tile"), 0, gemm_parallel_extent(ops_, s_), ForKind::Parallel, body));
   }
 
  private:
@@ -213,7 +221,8 @@ void check_gemm_schedule(const GemmSchedule& s) {
            s.vector_lanes);
 }
 
-GemmSchedule default_gemm_schedule(const CpuInfo& cpu, int64_t M_hint, int64_t N_hint, int64_t K_hint) {
+GemmSchedule default_gemm_schedule(const CpuInfo& cpu, int64_t M_hint, int64_t N_hint, int64_t K_hint,
+                                   bool parallel_over_n_blocks) {
   GemmSchedule s;
   const int lanes = cpu.vector_lanes_f32;
   // Two vectors per tile row unless N is one vector wide; the rows use what
@@ -227,15 +236,25 @@ GemmSchedule default_gemm_schedule(const CpuInfo& cpu, int64_t M_hint, int64_t N
   s.kc = static_cast<int>(balanced_block(K_hint, kc_cap, 1, 1));
   // Half of L2 for the packed A block.
   const int64_t mc_cap = fit_blocks(cpu.l2_bytes / 2, int64_t{s.kc} * 4, s.mr);
-  s.mc = static_cast<int>(balanced_block(M_hint, mc_cap, s.mr, cpu.cores));
+  // Split M for the cores only when the N blocks cannot give the tasks.
+  s.parallel_over_n_blocks = parallel_over_n_blocks;
+  s.mc = static_cast<int>(balanced_block(M_hint, mc_cap, s.mr, parallel_over_n_blocks ? 1 : cpu.cores));
   // The packed B block and the partial C block each stay under the 1 MiB a
   // Local buffer may take.
   const int64_t local_budget = int64_t{1} << 20;
   const int64_t nc_cap = std::min(fit_blocks(local_budget, int64_t{s.kc} * 4, s.nr),
                                   fit_blocks(local_budget, int64_t{s.mc} * 4, s.nr));
-  s.nc = static_cast<int>(balanced_block(N_hint, std::min<int64_t>(nc_cap, 1024), s.nr, 1));
+  const int64_t m_blocks = M_hint < 0 ? cpu.cores : ceil_div(std::max<int64_t>(M_hint, 1), s.mc);
+  const int64_t n_spread = parallel_over_n_blocks && m_blocks < cpu.cores ? cpu.cores : 1;
+  s.nc = static_cast<int>(balanced_block(N_hint, std::min<int64_t>(nc_cap, 512), s.nr, n_spread));
   check_gemm_schedule(s);
   return s;
+}
+
+Expr gemm_parallel_extent(const GemmOperands& ops, const GemmSchedule& s) {
+  Expr m_blocks = ceil_div(ops.M, s.mc);
+  if (!s.parallel_over_n_blocks) return loop::simplify(m_blocks);
+  return loop::simplify(m_blocks * ceil_div(ops.N, s.nc));
 }
 
 Stmt gemm_nest(const GemmOperands& ops, const GemmSchedule& s, const std::string& name_prefix) {

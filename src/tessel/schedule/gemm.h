@@ -3,7 +3,7 @@
 // matrix multiplication").
 //
 //   [parallel] for mb in M blocks of MC rows          scratch allocated here (per thread)
-//     for jc in N blocks of NC columns
+//     for jc in N blocks of NC columns                (or both in one parallel loop over tiles)
 //       for pc in K blocks of KC                      (at least one block, so K = 0 works)
 //         pack B[pc block, jc block] into NR-wide panels Bp[NC/NR][KC][NR] (zero past N)
 //         pack A[mb block, pc block] into MR-tall panels Ap[MC/MR][KC][MR] (zero past M)
@@ -59,12 +59,24 @@ struct GemmSchedule {
   int mr = 6, nr = 16;     // register tile
   int mc = 96, kc = 256, nc = 512;  // cache blocks
   int vector_lanes = 8;    // width of the vectorized j loop
+  // The outermost loop is Parallel, over the ceil(M / mc) M blocks ...
   bool parallel_over_m_blocks = true;
+  // ... or, when this is set too, over the ceil(M / mc) * ceil(N / nc)
+  // (M block, N block) tiles, so that a small M still gives several tasks
+  // without packing B once per M block (each tile packs only its N block).
+  bool parallel_over_n_blocks = false;
 };
 
 // Block sizes from the register count and caches; hints (-1 when symbolic)
-// shrink the blocks for small problems and balance M blocks across cores.
-GemmSchedule default_gemm_schedule(const CpuInfo& cpu, int64_t M_hint, int64_t N_hint, int64_t K_hint);
+// shrink the blocks for small problems and balance the parallel blocks
+// across cores. With parallel_over_n_blocks (opt-in: callers must take the
+// parallel extent from gemm_parallel_extent) a small M stays one M block and
+// the tasks come from N blocks.
+GemmSchedule default_gemm_schedule(const CpuInfo& cpu, int64_t M_hint, int64_t N_hint, int64_t K_hint,
+                                   bool parallel_over_n_blocks = false);
+
+// The extent of gemm_nest's Parallel loop (what the runtime splits).
+loop::Expr gemm_parallel_extent(const GemmOperands& ops, const GemmSchedule& s);
 
 // tessel::Error when the schedule's sizes are inconsistent.
 void check_gemm_schedule(const GemmSchedule& s);
@@ -73,7 +85,7 @@ void check_gemm_schedule(const GemmSchedule& s);
 // once per element (see the structure above). Loop variables and scratch
 // buffers are named name_prefix + "_..." (the prefix must make them unique
 // in the kernel). With parallel_over_m_blocks the result is one top-level
-// Parallel loop over ceil(M / mc) blocks.
+// Parallel loop of gemm_parallel_extent iterations.
 loop::Stmt gemm_nest(const GemmOperands& ops, const GemmSchedule& s, const std::string& name_prefix);
 
 }  // namespace tessel
