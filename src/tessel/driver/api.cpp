@@ -1,5 +1,6 @@
 // The public API (include/tessel/tessel.h) in terms of the driver: the model
-// loader, the pass pipeline and the compiled CPU path.
+// loader, the pass pipeline, the compiled CPU path and artifacts.
+#include "tessel/driver/artifact.h"
 #include "tessel/driver/compiler.h"
 #include "tessel/driver/model_loader.h"
 #include "tessel/driver/session.h"
@@ -22,6 +23,7 @@ DriverOptions driver_options(const Options& o) {
 
 std::unique_ptr<Executable> compile(const std::string& path, const Options& o) {
   try {
+    if (is_artifact_file(path)) return load_artifact(path, driver_options(o));
     return compile(load_model(path), o);
   } catch (const Error& e) {
     throw Error(path + ": " + e.what());  // API users get the file in the message; the CLI adds it itself

@@ -143,7 +143,11 @@ std::unique_ptr<CompiledModel> compile_for_cpu(const Model& m, const DriverOptio
     for (const loop::Kernel& k : kernels) co.cache_key_text += loop::print(k);
     lib = cpu::compile_kernels(kernels, co);
     c->from_cache = lib->loaded_from_cache();
+    c->object = lib->object_file_bytes();
   }
+  // Kernels are compiled for the host (CodegenOptions' "host" defaults).
+  c->cpu_name = cpu::host_cpu_name();
+  c->cpu_features = cpu::host_cpu_features();
   std::vector<Step> steps =
       build_steps(*c, [&](const std::string& name) { return reinterpret_cast<KernelEntry>(lib->lookup(name)); });
   ExecutableOptions eo;

@@ -25,6 +25,11 @@ struct CompiledModel {
   std::unique_ptr<Executable> exe;
   double compile_s = 0;
   bool from_cache = false;
+  // What an artifact records (compile_for_cpu only): the kernels' object
+  // file and the CPU it was compiled for.
+  std::string object;
+  std::string cpu_name;
+  std::string cpu_features;
   // Why each interpreter-run node has no compiled form (for inspect).
   std::vector<std::string> fallback_reasons;
 };

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "tessel/driver/artifact.h"
 #include "tessel/frontend/onnx/importer.h"
 #include "tessel/ir/parser.h"
 #include "tessel/support/error.h"
@@ -13,10 +14,6 @@
 namespace tessel {
 
 namespace {
-
-// Compiled artifacts will start with these bytes (runtime/ defines the
-// format; the loader only needs to recognise it).
-constexpr char kArtifactMagic[] = "TESSELX";
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -38,7 +35,9 @@ bool looks_like_text_ir(const std::string& head) {
 }  // namespace
 
 ModelFormat detect_model_format(const std::string& path, const std::string& head) {
-  if (head.compare(0, sizeof(kArtifactMagic) - 1, kArtifactMagic) == 0) return ModelFormat::Artifact;
+  // "TESSELX" and a format letter (runtime/artifact_format.h): any format
+  // letter is an artifact, so that another format version gets a clear error.
+  if (head.compare(0, 7, kArtifactMagic, 7) == 0) return ModelFormat::Artifact;
   if (ends_with(path, ".tir")) return ModelFormat::TextIR;
   if (!ends_with(path, ".onnx") && looks_like_text_ir(head)) return ModelFormat::TextIR;
   return ModelFormat::Onnx;
@@ -60,7 +59,9 @@ std::unique_ptr<Model> load_model(const std::string& path) {
   std::unique_ptr<Model> m;
   switch (detect_model_format(path, head)) {
     case ModelFormat::Artifact:
-      fail("compiled artifacts cannot be loaded yet");
+      f.close();
+      m = artifact_model(read_artifact(path));
+      break;
     case ModelFormat::TextIR: {
       f.clear();
       f.seekg(0);

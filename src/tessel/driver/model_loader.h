@@ -1,5 +1,6 @@
 // Loading a model file, whatever its format: ONNX protobuf (.onnx), tessel's
-// text IR (.tir), and later compiled artifacts (told apart by magic bytes).
+// text IR (.tir), and compiled artifacts (told apart by magic bytes; loading
+// one here gives its model, see driver/artifact.h for its executable).
 #pragma once
 
 #include <memory>

@@ -39,6 +39,12 @@ struct InspectArgs {
 };
 int cmd_inspect(const InspectArgs& a, const CommonArgs& c);
 
+struct CompileArgs {
+  std::string model;
+  std::string output;  // -o FILE
+};
+int cmd_compile(const CompileArgs& a, const CommonArgs& c);
+
 struct TestOnnxArgs {
   std::vector<std::string> dirs;
 };

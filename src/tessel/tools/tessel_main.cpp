@@ -64,10 +64,11 @@ int main(int argc, char** argv) {
   RunArgs run_args;
   InspectArgs inspect_args;
   TestOnnxArgs test_args;
+  CompileArgs compile_args;
   DemoArgs demo_args;
 
   CLI::App* run = app.add_subcommand("run", "Run a model on inputs from .npy files (missing inputs: seeded random)");
-  run->add_option("MODEL", run_args.model, "Model file (.onnx or .tir)")->required();
+  run->add_option("MODEL", run_args.model, "Model file (.onnx, .tir or a compiled artifact)")->required();
   run->add_option("--input", run_args.inputs, "Input value from an .npy file, NAME=FILE.npy (repeatable)")
       ->allow_extra_args(false)
       ->type_name("NAME=FILE");
@@ -78,16 +79,24 @@ int main(int argc, char** argv) {
   add_common(run, &common);
 
   CLI::App* inspect = app.add_subcommand("inspect", "Print the IR after the pass pipeline");
-  inspect->add_option("MODEL", inspect_args.model, "Model file (.onnx or .tir)")->required();
+  inspect->add_option("MODEL", inspect_args.model, "Model file (.onnx, .tir or a compiled artifact)")->required();
   inspect->add_option("--print-after", inspect_args.print_after, "Print the IR after this pass, or after every pass (all)")
       ->type_name("PASS|all");
-  inspect->add_option("--emit", inspect_args.emit, "What to print: graph (default), fused (kernel groups), loop (loop IR), llvm, asm");
+  inspect->add_option("--emit", inspect_args.emit, "What to print: graph (default), fused (kernel groups), loop (loop IR), llvm, asm, plan (memory plan)");
   inspect->add_option("--disable-pass", inspect_args.disable_pass, "Skip a pass of the pipeline (repeatable)")
       ->allow_extra_args(false)
       ->type_name("NAME");
   inspect->add_flag("--elide-constants", inspect_args.elide_constants,
                     "Show large constants as dense<...> (the output can no longer be parsed)");
   add_common(inspect, &common);
+
+  CLI::App* compile =
+      app.add_subcommand("compile", "Compile a model for this CPU into an artifact that run, bench and inspect load");
+  compile->add_option("MODEL", compile_args.model, "Model file (.onnx or .tir)")->required();
+  compile->add_option("-o,--output", compile_args.output, "Artifact to write (atomically; nothing on error)")
+      ->required()
+      ->type_name("FILE");
+  add_common(compile, &common);
 
   CLI::App* test = app.add_subcommand("test-onnx", "Run ONNX test cases (model.onnx + test_data_set_*) in one process");
   test->add_option("DIR", test_args.dirs, "Case folders, or folders of case folders")->required();
@@ -114,11 +123,13 @@ int main(int argc, char** argv) {
   std::string file = "tessel";
   if (run->parsed()) file = run_args.model;
   if (inspect->parsed()) file = inspect_args.model;
+  if (compile->parsed()) file = compile_args.model;
   if (test->parsed()) file = test_args.dirs.empty() ? "test-onnx" : test_args.dirs.front();
   if (demo->parsed()) file = "demo";
   try {
     if (run->parsed()) return cmd_run(run_args, common);
     if (inspect->parsed()) return cmd_inspect(inspect_args, common);
+    if (compile->parsed()) return cmd_compile(compile_args, common);
     if (test->parsed()) return cmd_test_onnx(test_args, common);
     if (demo->parsed()) return cmd_demo(demo_args, common);
   } catch (const std::bad_alloc&) {

@@ -1,0 +1,44 @@
+// Compiled artifacts: `tessel compile MODEL -o FILE` writes one; `run`,
+// `bench`, `inspect` and tessel::compile() load it without compiling again.
+//
+// An artifact holds the model after the pass pipeline (its text IR,
+// constants in full), the executable's steps (which nodes each kernel
+// computes, its params by value name, symbols, parallel extent, assertion
+// messages), the kernels' object file and the CPU it was compiled for
+// (runtime/artifact_format.h has the byte layout). Compiled without --dim it
+// stays symbolic, so it runs at every binding: kernels take the symbols'
+// values at run time.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "tessel/driver/compiler.h"
+#include "tessel/driver/options.h"
+#include "tessel/runtime/artifact_format.h"
+#include "tessel/runtime/executable.h"
+
+namespace tessel {
+
+// True when the file starts with the artifact magic (a missing or unreadable
+// file is not an artifact; loading it reports why).
+bool is_artifact_file(const std::string& path);
+
+// The contents of an artifact for `c`, compiled (compile_for_cpu) from `m`.
+ArtifactContents make_artifact(const Model& m, const CompiledModel& c);
+
+// Writes `bytes` to `path` atomically: a temporary file in the same folder,
+// renamed into place, so that `path` is never a partial file.
+void write_file_atomically(const std::string& path, const std::string& bytes);
+
+// Reads and decodes an artifact file (tessel::Error on any damage).
+ArtifactContents read_artifact(const std::string& path);
+
+// The model an artifact holds (no kernel code is touched).
+std::unique_ptr<Model> artifact_model(const ArtifactContents& a);
+
+// An executable from an artifact. Refuses, before loading any kernel code,
+// when this CPU lacks a feature the code was compiled for.
+std::unique_ptr<Executable> load_artifact(const std::string& path, const DriverOptions& o);
+
+}  // namespace tessel

@@ -1,0 +1,139 @@
+// Compiled artifacts (driver/artifact.h, runtime/artifact_format.h): a loaded
+// artifact runs bitwise like the in-process compile at several bindings;
+// truncated, damaged and foreign files give one clear error; a host lacking a
+// recorded CPU feature is refused before any code is loaded.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "pass_test_util.h"
+#include "runtime_test_util.h"
+#include "tessel/driver/artifact.h"
+#include "tessel/driver/compiler.h"
+
+namespace tessel {
+namespace {
+
+#ifdef TESSEL_HAVE_CODEGEN_CPU
+class ArtifactTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("tessel_artifact_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+    model_ = testing::mlp_softmax_model();
+    compiled_ = compile_for_cpu(*model_, DriverOptions{});
+    bytes_ = encode_artifact(make_artifact(*model_, *compiled_));
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string write(const std::string& name, const std::string& bytes) {
+    const std::string p = (dir_ / name).string();
+    write_file_atomically(p, bytes);
+    return p;
+  }
+  // The message of the Error load_artifact throws ("" when it loads).
+  std::string load_error(const std::string& bytes) {
+    try {
+      load_artifact(write("bad.tsx", bytes), DriverOptions{});
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  }
+
+  std::filesystem::path dir_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<CompiledModel> compiled_;
+  std::string bytes_;
+};
+
+TEST_F(ArtifactTest, RoundTripRunsBitwiseLikeTheInProcessCompile) {
+  const std::string path = write("mlp.tsx", bytes_);
+  EXPECT_TRUE(is_artifact_file(path));
+  std::unique_ptr<Executable> loaded = load_artifact(path, DriverOptions{});
+  for (int64_t batch : {1, 3, 40}) {  // compiled without --dim: valid at every binding
+    const std::vector<RtValue> in = testing::random_inputs(*model_->graph, {{"batch", batch}}, 2);
+    const std::vector<RtValue> want = compiled_->exe->run(in), got = loaded->run(in);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_TRUE(got[i].tensor.bitwise_equal(want[i].tensor)) << batch;
+  }
+}
+
+TEST_F(ArtifactTest, TruncatedFilesGiveOneClearError) {
+  for (size_t n : {size_t{0}, size_t{3}, size_t{8}, size_t{11}, size_t{20}, size_t{40}, bytes_.size() / 2,
+                   bytes_.size() - 1}) {
+    const std::string why = load_error(bytes_.substr(0, n));
+    EXPECT_TRUE(why.find("truncated artifact") != std::string::npos || why == "not a tessel artifact")
+        << n << ": " << why;
+  }
+}
+
+TEST_F(ArtifactTest, DamagedAndForeignFilesAreRefused) {
+  std::string flipped = bytes_;
+  flipped[flipped.size() / 2] ^= 0x5a;
+  EXPECT_NE(load_error(flipped).find("corrupt artifact"), std::string::npos);
+  std::string other = bytes_;
+  other[7] = '9';
+  EXPECT_NE(load_error(other).find("is not the one this tessel reads"), std::string::npos);
+  std::string version = bytes_;
+  version[8] = 7;
+  EXPECT_NE(load_error(version).find("format version 7"), std::string::npos);
+  EXPECT_EQ(load_error("PK\x03\x04 a zip file, say"), "not a tessel artifact");
+  EXPECT_NE(load_error(bytes_ + "x").find("after the payload"), std::string::npos);
+}
+
+// Rewrites the header's payload length and checksum, so that damage reaches
+// the field decoder instead of stopping at the checksum.
+std::string reseal(std::string b) {
+  const size_t header = 28;
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = header; i < b.size(); ++i) {
+    h ^= static_cast<unsigned char>(b[i]);
+    h *= 1099511628211ull;
+  }
+  const uint64_t n = b.size() - header;
+  for (int i = 0; i < 8; ++i) {
+    b[12 + i] = static_cast<char>((n >> (8 * i)) & 0xff);
+    b[20 + i] = static_cast<char>((h >> (8 * i)) & 0xff);
+  }
+  return b;
+}
+
+TEST_F(ArtifactTest, DecodingRandomDamageNeverCrashes) {
+  EXPECT_NO_THROW(decode_artifact(reseal(bytes_)));
+  std::mt19937 rng(1);
+  int refused = 0;
+  for (int i = 0; i < 2000; ++i) {
+    std::string b = bytes_.substr(0, 29 + rng() % (bytes_.size() - 29));  // cut anywhere in the payload
+    for (int k = 0; k < 3; ++k) b[28 + rng() % (b.size() - 28)] = static_cast<char>(rng());
+    try {
+      decode_artifact(reseal(b));
+    } catch (const Error&) {
+      ++refused;
+    }
+  }
+  EXPECT_GT(refused, 1900);  // a cut payload cannot decode completely
+}
+
+TEST_F(ArtifactTest, MissingCpuFeatureIsRefusedBeforeLoadingCode) {
+  ArtifactContents a = decode_artifact(bytes_);
+  ASSERT_FALSE(a.cpu_features.empty());
+  a.cpu_features.push_back("+tessel-imaginary-feature");
+  a.object = "not an object file: loading it would fail differently";
+  const std::string why = load_error(encode_artifact(a));
+  EXPECT_NE(why.find("compiled for CPU features +tessel-imaginary-feature which this CPU lacks"), std::string::npos)
+      << why;
+}
+
+TEST(ArtifactFormat, MissingFeaturesComparesEnabledOnes) {
+  EXPECT_EQ(missing_cpu_features({"+avx2", "+fma"}, "+avx,+avx2,-avx512f,+fma"), std::vector<std::string>{});
+  EXPECT_EQ(missing_cpu_features({"+avx512f", "+avx2"}, "+avx2,-avx512f"), std::vector<std::string>{"+avx512f"});
+}
+#endif
+
+}  // namespace
+}  // namespace tessel
