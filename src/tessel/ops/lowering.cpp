@@ -1,5 +1,7 @@
 #include "tessel/ops/lowering.h"
 
+#include <limits>
+
 namespace tessel {
 
 namespace {
@@ -65,6 +67,45 @@ std::vector<loop::Expr> broadcast_index(LowerContext& ctx, size_t i, const std::
 loop::Expr constant(DType t, double v) {
   if (is_float(t)) return loop::float_imm(t, v);
   return loop::int_imm(t, static_cast<int64_t>(v));
+}
+
+std::vector<int64_t> const_input_ints(LowerContext& ctx, size_t i, const char* what) {
+  const Tensor* t = ctx.input_const(i);
+  if (!t) ctx.unsupported(str_cat(what, " are not constant"));
+  std::vector<int64_t> v;
+  for (int64_t k = 0; k < t->numel(); ++k) v.push_back(t->get_i64(k));
+  return v;
+}
+
+std::vector<int64_t> const_in_dims(LowerContext& ctx, size_t i, size_t from) {
+  const Shape& s = *ctx.node.input(i)->type.shape;
+  std::vector<int64_t> v;
+  for (size_t d = from; d < s.size(); ++d) {
+    if (!s[d].is_const()) ctx.unsupported(str_cat("dim ", d, " of input ", i, " is symbolic"));
+    v.push_back(s[d].value());
+  }
+  return v;
+}
+
+loop::Expr clamp_index(const loop::Expr& x, const loop::Expr& lo, const loop::Expr& hi) {
+  return loop::max(lo, loop::min(x, hi));
+}
+
+loop::Expr in_range(const loop::Expr& x, const loop::Expr& lo, const loop::Expr& hi) {
+  return loop::binary(loop::BinaryOp::And, loop::binary(loop::BinaryOp::Ge, x, lo),
+                      loop::binary(loop::BinaryOp::Lt, x, hi));
+}
+
+loop::Expr lowest(DType t) {
+  if (is_float(t)) return loop::float_imm(t, -std::numeric_limits<double>::infinity());
+  if (is_unsigned_int(t)) return loop::int_imm(t, 0);
+  return loop::int_imm(t, int_bits(t) == 64 ? std::numeric_limits<int64_t>::min() : -(int64_t{1} << (int_bits(t) - 1)));
+}
+
+loop::Expr highest(DType t) {
+  if (is_float(t)) return loop::float_imm(t, std::numeric_limits<double>::infinity());
+  if (is_unsigned_int(t)) return loop::int_imm(t, int_bits(t) == 64 ? -1 : (int64_t{1} << int_bits(t)) - 1);
+  return loop::int_imm(t, int_bits(t) == 64 ? std::numeric_limits<int64_t>::max() : (int64_t{1} << (int_bits(t) - 1)) - 1);
 }
 
 }  // namespace tessel

@@ -91,5 +91,18 @@ loop::Expr input_as_compute(LowerContext& ctx, size_t i, const std::vector<loop:
 std::vector<loop::Expr> broadcast_index(LowerContext& ctx, size_t i, const std::vector<loop::Expr>& index);
 // Immediate of type t with value v.
 loop::Expr constant(DType t, double v);
+// The values of a constant integer input (axes, pads, shapes); unsupported
+// when the input is computed at run time.
+std::vector<int64_t> const_input_ints(LowerContext& ctx, size_t i, const char* what);
+// The sizes of input i's dims [from, rank); unsupported when one is symbolic.
+std::vector<int64_t> const_in_dims(LowerContext& ctx, size_t i, size_t from = 0);
+// max(lo, min(x, hi)): an index that is safe to load even when the select
+// around the load discards it.
+loop::Expr clamp_index(const loop::Expr& x, const loop::Expr& lo, const loop::Expr& hi);
+// lo <= x && x < hi.
+loop::Expr in_range(const loop::Expr& x, const loop::Expr& lo, const loop::Expr& hi);
+// The smallest / largest value of type t (-inf / +inf for floats).
+loop::Expr lowest(DType t);
+loop::Expr highest(DType t);
 
 }  // namespace tessel

@@ -16,15 +16,6 @@ using Idx = std::vector<Expr>;
 const Shape& in_dims(LowerContext& ctx, size_t i) { return *ctx.node.input(i)->type.shape; }
 const Shape& out_dims(LowerContext& ctx) { return *ctx.node.outputs[0]->type.shape; }
 Expr lt(const Expr& a, const Expr& b) { return loop::binary(BinaryOp::Lt, a, b); }
-Expr clamp(const Expr& x, const Expr& lo, const Expr& hi) { return loop::max(lo, loop::min(x, hi)); }
-
-std::vector<int64_t> const_ints(LowerContext& ctx, size_t i, const char* what) {
-  const Tensor* t = ctx.input_const(i);
-  if (!t) ctx.unsupported(str_cat(what, " are not constant"));
-  std::vector<int64_t> v;
-  for (int64_t k = 0; k < t->numel(); ++k) v.push_back(t->get_i64(k));
-  return v;
-}
 
 // Reshape, Flatten, Squeeze, Unsqueeze: trailing dims that agree map
 // directly (and size-1 dims drop out); the rest goes through the flat index.
@@ -83,10 +74,10 @@ Expr lower_expand(LowerContext& ctx, size_t, const Idx& index) {
 // start clamped as ONNX specifies (done on expressions, so symbolic dims work).
 Expr lower_slice(LowerContext& ctx, size_t, const Idx& index) {
   const size_t rank = ctx.in_rank(0);
-  const std::vector<int64_t> starts = const_ints(ctx, 1, "starts");
+  const std::vector<int64_t> starts = const_input_ints(ctx, 1, "starts");
   std::vector<int64_t> axes, steps;
-  if (ctx.has_input(3)) axes = const_ints(ctx, 3, "axes");
-  if (ctx.has_input(4)) steps = const_ints(ctx, 4, "steps");
+  if (ctx.has_input(3)) axes = const_input_ints(ctx, 3, "axes");
+  if (ctx.has_input(4)) steps = const_input_ints(ctx, 4, "steps");
   if (axes.empty())
     for (size_t a = 0; a < starts.size(); ++a) axes.push_back(static_cast<int64_t>(a));
   const Idx shape = ctx.in_shape(0);
@@ -127,7 +118,7 @@ Expr lower_concat(LowerContext& ctx, size_t, const Idx& index) {
   Expr value;
   for (size_t p = parts.size(); p-- > 0;) {
     Idx at = index;
-    at[axis] = clamp(j - parts[p].offset, Expr(0), parts[p].size - Expr(1));
+    at[axis] = clamp_index(j - parts[p].offset, Expr(0), parts[p].size - Expr(1));
     Expr v = ctx.input(parts[p].input, at);
     value = value.defined() ? loop::select(lt(j, parts[p].offset + parts[p].size), v, value) : v;
   }
@@ -144,7 +135,7 @@ Expr lower_gather(LowerContext& ctx, size_t, const Idx& index) {
   ctx.check(loop::binary(BinaryOp::And, loop::binary(BinaryOp::Ge, n, Expr(0)), lt(n, dim)),
             str_cat(ctx.node.describe(), ": index out of range for an axis of size ", in_dims(ctx, 0)[axis].str()));
   Idx at(index.begin(), index.begin() + static_cast<long>(axis));
-  at.push_back(clamp(n, Expr(0), dim - Expr(1)));
+  at.push_back(clamp_index(n, Expr(0), dim - Expr(1)));
   for (size_t d = axis + q; d < index.size(); ++d) at.push_back(index[d]);
   return ctx.input(0, at);
 }
@@ -175,7 +166,7 @@ Expr lower_gather_elements(LowerContext& ctx, size_t, const Idx& index) {
   ctx.check(loop::binary(BinaryOp::And, loop::binary(BinaryOp::Ge, n, Expr(0)), lt(n, dim)),
             str_cat(ctx.node.describe(), ": index out of range for an axis of size ", in_dims(ctx, 0)[axis].str()));
   Idx at = index;
-  at[axis] = clamp(n, Expr(0), dim - Expr(1));
+  at[axis] = clamp_index(n, Expr(0), dim - Expr(1));
   return ctx.input(0, at);
 }
 

@@ -1,5 +1,6 @@
-// Compiled forms of the row normalisations (LayerNormalization,
-// RMSNormalization) and of inference-mode Dropout. Statistics are two
+// Compiled forms of the normalisations (LayerNormalization, RMSNormalization,
+// InstanceNormalization, MeanVarianceNormalization, LpNormalization,
+// inference-mode BatchNormalization) and of inference-mode Dropout. Statistics are two
 // reductions over the normalised axes, computed in f32 (f64 for f64 inputs)
 // and hoisted to the row, so each row is read three times and written once.
 #include "tessel/ops/lowering.h"
@@ -71,12 +72,101 @@ Expr lower_dropout(LowerContext& ctx, size_t, const Idx& index) {
   return ctx.input(0, index);
 }
 
+// x[n, c, ...] with per-channel operands: scale * (x - mean) / sqrt(var + eps) + bias.
+Expr channel_norm(LowerContext& ctx, const Idx& index, const Expr& mean, const Expr& var) {
+  const DType t = mean.dtype();
+  const Expr c = index[1];
+  const Expr eps = constant(t, ctx.node.attr_float("epsilon", 1e-5f));
+  const Expr k = loop::binary(loop::BinaryOp::Div, input_as_compute(ctx, 1, {c}), loop::call("sqrt", t, {var + eps}));
+  return loop::cast(ctx.out_dtype(), (input_as_compute(ctx, 0, index) - mean) * k + input_as_compute(ctx, 2, {c}));
+}
+
+// Inference mode: the running statistics are inputs.
+Expr lower_batchnorm(LowerContext& ctx, size_t output, const Idx& index) {
+  if (output != 0 || ctx.node.attr_int("training_mode", 0) != 0) ctx.unsupported("training mode");
+  if (!is_float(compute_type(ctx.in_dtype(0)))) ctx.unsupported("non-float input");
+  return channel_norm(ctx, index, input_as_compute(ctx, 3, {index[1]}), input_as_compute(ctx, 4, {index[1]}));
+}
+
+// Statistics over the spatial dims of each (n, c).
+Expr lower_instancenorm(LowerContext& ctx, size_t, const Idx& index) {
+  const DType t = compute_type(ctx.in_dtype(0));
+  if (!is_float(t)) ctx.unsupported("non-float input");
+  const Idx shape = ctx.in_shape(0);
+  const Rows rows = {2, Idx(shape.begin() + 2, shape.end())};
+  const auto div = [](const Expr& a, const Expr& b) { return loop::binary(loop::BinaryOp::Div, a, b); };
+  const Expr n = row_count(rows, t);
+  const Expr mean = div(row_sum(ctx, rows, index, t, [](const Expr& x) { return x; }), n);
+  const Expr var = div(row_sum(ctx, rows, index, t, [&](const Expr& x) { return (x - mean) * (x - mean); }), n);
+  return channel_norm(ctx, index, mean, var);
+}
+
+// Sum of f(x) over the `red` axes at the kept coordinates of `index`.
+Expr axes_sum(LowerContext& ctx, const std::vector<bool>& red, const Idx& index, DType t,
+              const std::function<Expr(const Expr&)>& f) {
+  const Idx shape = ctx.in_shape(0);
+  Idx extents;
+  for (size_t d = 0; d < red.size(); ++d)
+    if (red[d]) extents.push_back(shape[d]);
+  return ctx.reduce(ReduceOp::Sum, constant(t, 0), extents, [&](const Idx& k) {
+    Idx at = index;
+    size_t j = 0;
+    for (size_t d = 0; d < red.size(); ++d)
+      if (red[d]) at[d] = k[j++];
+    return f(input_as_compute(ctx, 0, at));
+  });
+}
+
+// (x - mean) / (std + 1e-9) over `axes` (the spec's function body).
+Expr lower_mvn(LowerContext& ctx, size_t, const Idx& index) {
+  const DType t = compute_type(ctx.in_dtype(0));
+  if (!is_float(t)) ctx.unsupported("non-float input");
+  const int64_t rank = static_cast<int64_t>(ctx.in_rank(0));
+  std::vector<bool> red(static_cast<size_t>(rank), false);
+  const Idx shape = ctx.in_shape(0);
+  Expr count = Expr(1);
+  for (int64_t a : ctx.node.attr_ints("axes", {0, 2, 3})) {
+    const size_t d = static_cast<size_t>(normalize_axis(a, rank, ctx.node));
+    if (!red[d]) count = count * shape[d];
+    red[d] = true;
+  }
+  const auto div = [](const Expr& a, const Expr& b) { return loop::binary(loop::BinaryOp::Div, a, b); };
+  const Expr n = loop::cast(t, count);
+  const Expr mean = div(axes_sum(ctx, red, index, t, [](const Expr& x) { return x; }), n);
+  const Expr var = div(axes_sum(ctx, red, index, t, [&](const Expr& x) { return (x - mean) * (x - mean); }), n);
+  const Expr y = div(input_as_compute(ctx, 0, index) - mean, loop::call("sqrt", t, {var}) + constant(t, 1e-9));
+  return loop::cast(ctx.out_dtype(), y);
+}
+
+// x / ||x||_p along the axis (p = 1 or 2); a zero vector stays zero.
+Expr lower_lpnorm(LowerContext& ctx, size_t, const Idx& index) {
+  const DType t = compute_type(ctx.in_dtype(0));
+  if (!is_float(t)) ctx.unsupported("non-float input");
+  const int64_t p = ctx.node.attr_int("p", 2);
+  if (p != 1 && p != 2) ctx.unsupported("p other than 1 and 2");
+  const int64_t rank = static_cast<int64_t>(ctx.in_rank(0));
+  std::vector<bool> red(static_cast<size_t>(rank), false);
+  red[static_cast<size_t>(normalize_axis(ctx.node.attr_int("axis", -1), rank, ctx.node))] = true;
+  Expr norm = axes_sum(ctx, red, index, t, [&](const Expr& x) {
+    return p == 1 ? loop::call("fabs", t, {x}) : x * x;
+  });
+  if (p == 2) norm = loop::call("sqrt", t, {norm});
+  const Expr zero = constant(t, 0);
+  const Expr y = loop::select(loop::binary(loop::BinaryOp::Eq, norm, zero), zero,
+                              loop::binary(loop::BinaryOp::Div, input_as_compute(ctx, 0, index), norm));
+  return loop::cast(ctx.out_dtype(), y);
+}
+
 }  // namespace
 
 void register_norm_lowerings(OpRegistry& r) {
   r.set_lowering("", "LayerNormalization", FusionKind::Reduction, lower_rownorm<false>);
   r.set_lowering("", "RMSNormalization", FusionKind::Reduction, lower_rownorm<true>);
   r.set_lowering("", "Dropout", FusionKind::Elementwise, lower_dropout);
+  r.set_lowering("", "BatchNormalization", FusionKind::Elementwise, lower_batchnorm);
+  r.set_lowering("", "InstanceNormalization", FusionKind::Reduction, lower_instancenorm);
+  r.set_lowering("", "MeanVarianceNormalization", FusionKind::Reduction, lower_mvn);
+  r.set_lowering("", "LpNormalization", FusionKind::Reduction, lower_lpnorm);
 }
 
 }  // namespace tessel

@@ -1,4 +1,5 @@
-// Compiled forms of the reduction family: Reduce* and (Log)Softmax. A
+// Compiled forms of the reduction family: Reduce*, (Log)Softmax, Hardmax,
+// ArgMax/ArgMin and the cumulative CumSum/CumProd. A
 // reduction is a LowerContext::reduce over the reduced axes; the lowering
 // engine hoists it to the loop level of the kept axes, so Softmax computes
 // its row maximum and row sum once per row, not once per element.
@@ -63,18 +64,6 @@ Expr reduced_count(LowerContext& ctx, const std::vector<bool>& red, DType t) {
   for (size_t d = 0; d < red.size(); ++d)
     if (red[d]) n = n * in_shape[d];
   return loop::cast(t, n);
-}
-
-Expr lowest(DType t) {
-  if (is_float(t)) return loop::float_imm(t, -std::numeric_limits<double>::infinity());
-  if (is_unsigned_int(t)) return loop::int_imm(t, 0);
-  return loop::int_imm(t, int_bits(t) == 64 ? std::numeric_limits<int64_t>::min() : -(int64_t{1} << (int_bits(t) - 1)));
-}
-
-Expr highest(DType t) {
-  if (is_float(t)) return loop::float_imm(t, std::numeric_limits<double>::infinity());
-  if (is_unsigned_int(t)) return loop::int_imm(t, int_bits(t) == 64 ? -1 : (int64_t{1} << int_bits(t)) - 1);
-  return loop::int_imm(t, int_bits(t) == 64 ? std::numeric_limits<int64_t>::max() : (int64_t{1} << (int_bits(t) - 1)) - 1);
 }
 
 enum class Kind { Sum, Mean, Max, Min, Prod, L1, L2, LogSum, LogSumExp, SumSquare };
@@ -182,6 +171,51 @@ Expr lower_arg(LowerContext& ctx, size_t, const Idx& index) {
   return loop::cast(ctx.out_dtype(), idx);
 }
 
+// Hardmax: 1 at the first maximum along the axis (the first NaN wins), else 0.
+Expr lower_hardmax(LowerContext& ctx, size_t, const Idx& index) {
+  const DType t = compute_type(ctx.in_dtype(0));
+  const size_t axis = static_cast<size_t>(normalize_axis(ctx.node.attr_int("axis", -1), static_cast<int64_t>(ctx.in_rank(0)), ctx.node));
+  const Expr n = ctx.in_shape(0)[axis];
+  const auto at = [&](const Expr& k) {
+    Idx i = index;
+    i[axis] = k;
+    return input_as_compute(ctx, 0, i);
+  };
+  const Expr best = ctx.reduce(ReduceOp::Max, lowest(t), {n}, [&](const Idx& k) { return at(k[0]); });
+  const Expr first = ctx.reduce(ReduceOp::Min, n, {n}, [&](const Idx& k) {
+    Expr hit = loop::binary(loop::BinaryOp::Eq, at(k[0]), best);
+    if (is_float(t))
+      hit = loop::binary(loop::BinaryOp::Or, hit,
+                         loop::binary(loop::BinaryOp::And, loop::call("isnan", DType::Bool, {at(k[0])}),
+                                      loop::call("isnan", DType::Bool, {best})));
+    return loop::select(hit, k[0], n);
+  });
+  return loop::select(loop::binary(loop::BinaryOp::Eq, index[axis], first), constant(ctx.out_dtype(), 1),
+                      constant(ctx.out_dtype(), 0));
+}
+
+// CumSum/CumProd: a reduction whose range along the axis depends on the
+// output position: [0, i] (exclusive: [0, i)), reversed [i, n) (exclusive:
+// (i, n)). Integers wrap at their width, as the interpreter's do.
+template <ReduceOp Op>
+Expr lower_cumulative(LowerContext& ctx, size_t, const Idx& index) {
+  const DType t = compute_type(ctx.in_dtype(0));
+  if (t == DType::Bool) ctx.unsupported("bool input");
+  const std::vector<int64_t> a = const_input_ints(ctx, 1, "axis");
+  if (a.size() != 1) ctx.unsupported("axis must hold one value");
+  const size_t axis = static_cast<size_t>(normalize_axis(a[0], static_cast<int64_t>(ctx.in_rank(0)), ctx.node));
+  const bool exclusive = ctx.node.attr_int("exclusive", 0) != 0, reverse = ctx.node.attr_int("reverse", 0) != 0;
+  const Expr n = ctx.in_shape(0)[axis], i = index[axis];
+  const Expr first = reverse ? (exclusive ? i + Expr(1) : i) : Expr(0);
+  const Expr count = reverse ? n - first : (exclusive ? i : i + Expr(1));
+  const Expr r = ctx.reduce(Op, constant(t, Op == ReduceOp::Prod ? 1 : 0), {count}, [&](const Idx& k) {
+    Idx at = index;
+    at[axis] = first + k[0];
+    return input_as_compute(ctx, 0, at);
+  });
+  return loop::cast(ctx.out_dtype(), r);
+}
+
 }  // namespace
 
 void register_reduction_lowerings(OpRegistry& r) {
@@ -200,6 +234,9 @@ void register_reduction_lowerings(OpRegistry& r) {
   red("LogSoftmax", lower_softmax<true>);
   red("ArgMax", lower_arg<true>);
   red("ArgMin", lower_arg<false>);
+  red("Hardmax", lower_hardmax);
+  red("CumSum", lower_cumulative<ReduceOp::Sum>);
+  red("CumProd", lower_cumulative<ReduceOp::Prod>);
 }
 
 }  // namespace tessel

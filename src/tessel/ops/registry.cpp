@@ -111,6 +111,13 @@ const OpRegistry& OpRegistry::global() {
     register_matmul_lowerings(r);
     register_norm_lowerings(r);
     register_split_lowerings(r);
+    register_pool_lowerings(r);
+    register_conv_lowerings(r);
+    register_loss_lowerings(r);
+    register_attention_lowerings(r);
+    register_layout_lowerings(r);
+    register_quantize_lowerings(r);
+    register_resize_lowerings(r);
     return r;
   }();
   return reg;

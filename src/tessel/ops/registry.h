@@ -162,5 +162,12 @@ void register_movement_lowerings(OpRegistry& r);
 void register_matmul_lowerings(OpRegistry& r);
 void register_norm_lowerings(OpRegistry& r);
 void register_split_lowerings(OpRegistry& r);
+void register_pool_lowerings(OpRegistry& r);
+void register_conv_lowerings(OpRegistry& r);
+void register_loss_lowerings(OpRegistry& r);
+void register_attention_lowerings(OpRegistry& r);
+void register_layout_lowerings(OpRegistry& r);
+void register_quantize_lowerings(OpRegistry& r);
+void register_resize_lowerings(OpRegistry& r);
 
 }  // namespace tessel

@@ -1,0 +1,160 @@
+// Compiled forms of the layout ops that remap indices: Pad (all modes),
+// Tile, DepthToSpace, SpaceToDepth, OneHot and ConstantOfShape. Each output
+// element reads at most one input element; padded positions read a clamped
+// in-bounds element and select the pad value, because both arms of a select
+// are evaluated.
+#include "tessel/ops/lowering.h"
+#include "tessel/ops/registry.h"
+
+namespace tessel {
+namespace {
+
+using loop::BinaryOp;
+using loop::Expr;
+using Idx = std::vector<Expr>;
+
+Expr bin(BinaryOp op, const Expr& a, const Expr& b) { return loop::binary(op, a, b); }
+
+// ---- Pad ---------------------------------------------------------------------------
+
+// Per-axis begin pads over all axes (the pads input lists begins then ends
+// for `axes`, or for every axis).
+std::vector<int64_t> begin_pads(LowerContext& ctx) {
+  const size_t rank = ctx.in_rank(0);
+  const std::vector<int64_t> pads = const_input_ints(ctx, 1, "pads");
+  std::vector<int64_t> axes;
+  if (ctx.has_input(3)) {
+    for (int64_t a : const_input_ints(ctx, 3, "axes"))
+      axes.push_back(normalize_axis(a, static_cast<int64_t>(rank), ctx.node));
+  } else {
+    for (size_t a = 0; a < rank; ++a) axes.push_back(static_cast<int64_t>(a));
+  }
+  if (pads.size() != 2 * axes.size()) ctx.unsupported("pads length");
+  std::vector<int64_t> begin(rank, 0);
+  for (size_t i = 0; i < axes.size(); ++i) begin[static_cast<size_t>(axes[i])] = pads[i];
+  return begin;
+}
+
+// Source coordinate along an axis of size n for i = o - begin outside [0, n).
+Expr pad_source(const std::string& mode, const Expr& i, const Expr& n) {
+  if (mode == "edge") return clamp_index(i, Expr(0), n - Expr(1));
+  if (mode == "wrap") return loop::floormod(i, n);
+  // reflect: period 2(n-1), folded; n == 1 reads element 0.
+  const Expr period = loop::max(Expr(1), Expr(2) * (n - Expr(1)));
+  const Expr r = loop::floormod(i, period);
+  return clamp_index(loop::select(bin(BinaryOp::Lt, r, n), r, period - r), Expr(0), n - Expr(1));
+}
+
+Expr lower_pad(LowerContext& ctx, size_t, const Idx& index) {
+  const std::string mode = ctx.node.attr_string("mode", "constant");
+  if (mode != "constant" && mode != "edge" && mode != "wrap" && mode != "reflect") ctx.unsupported("mode " + mode);
+  const std::vector<int64_t> begin = begin_pads(ctx);
+  const Idx shape = ctx.in_shape(0);
+  Idx at;
+  Expr inside = loop::bool_imm(true);
+  for (size_t d = 0; d < index.size(); ++d) {
+    const Expr i = index[d] - Expr(begin[d]);
+    const Expr n = shape[d];
+    if (begin[d] == 0 && (*ctx.node.input(0)->type.shape)[d] == (*ctx.node.outputs[0]->type.shape)[d]) {
+      at.push_back(i);
+      continue;
+    }
+    const Expr in = in_range(i, Expr(0), n);
+    if (mode == "constant") {
+      inside = bin(BinaryOp::And, inside, in);
+      at.push_back(clamp_index(i, Expr(0), n - Expr(1)));
+    } else {
+      at.push_back(loop::select(in, i, pad_source(mode, i, n)));
+    }
+  }
+  const Expr x = ctx.input(0, at);
+  if (mode != "constant") return x;
+  const Expr value = ctx.has_input(2) ? loop::cast(x.dtype(), ctx.input(2, Idx(ctx.in_rank(2), Expr(0))))
+                                      : constant(x.dtype(), 0);
+  return loop::select(inside, x, value);
+}
+
+// ---- Tile, DepthToSpace, SpaceToDepth ---------------------------------------------
+
+Expr lower_tile(LowerContext& ctx, size_t, const Idx& index) {
+  if (!ctx.input_const(1)) ctx.unsupported("repeats are not constant");
+  const Idx shape = ctx.in_shape(0);
+  Idx at;
+  for (size_t d = 0; d < index.size(); ++d) at.push_back(loop::floormod(index[d], shape[d]));
+  return ctx.input(0, at);
+}
+
+bool crd(const Node& n) { return n.attr_string("mode", "DCR") == "CRD"; }
+
+// out[n, c, y, x] = in[n, channel(c, y % b, x % b), y / b, x / b].
+Expr lower_depth_to_space(LowerContext& ctx, size_t, const Idx& index) {
+  const int64_t b = ctx.node.attr_int("blocksize", 1);
+  const Expr oc = ctx.out_shape(0)[1];
+  const Expr by = loop::floormod(index[2], Expr(b)), bx = loop::floormod(index[3], Expr(b));
+  const Expr block = by * Expr(b) + bx;
+  const Expr channel = crd(ctx.node) ? index[1] * Expr(b * b) + block : block * oc + index[1];
+  return ctx.input(0, {index[0], channel, loop::floordiv(index[2], Expr(b)), loop::floordiv(index[3], Expr(b))});
+}
+
+// out[n, channel(c, by, bx), h, w] = in[n, c, h * b + by, w * b + bx].
+Expr lower_space_to_depth(LowerContext& ctx, size_t, const Idx& index) {
+  const int64_t b = ctx.node.attr_int("blocksize", 1);
+  const Expr ic = ctx.in_shape(0)[1];
+  Expr c, block;
+  if (crd(ctx.node)) {
+    c = loop::floordiv(index[1], Expr(b * b));
+    block = loop::floormod(index[1], Expr(b * b));
+  } else {
+    c = loop::floormod(index[1], ic);
+    block = loop::floordiv(index[1], ic);
+  }
+  const Expr by = loop::floordiv(block, Expr(b)), bx = loop::floormod(block, Expr(b));
+  return ctx.input(0, {index[0], c, index[2] * Expr(b) + by, index[3] * Expr(b) + bx});
+}
+
+// ---- OneHot, ConstantOfShape -----------------------------------------------------------
+
+// out[.., k, ..] = values[1] where k == indices[..] (negative indices count
+// from depth; out-of-range rows stay off), else values[0].
+Expr lower_onehot(LowerContext& ctx, size_t, const Idx& index) {
+  const int64_t r = static_cast<int64_t>(ctx.in_rank(0));
+  int64_t a = ctx.node.attr_int("axis", -1);
+  if (a < 0) a += r + 1;
+  const size_t axis = static_cast<size_t>(a);
+  // The depth is the output's size along the axis (shape inference took it
+  // from the depth operand, or the model declared it).
+  if (!(*ctx.node.outputs[0]->type.shape)[axis].is_const() && !ctx.input_const(1))
+    ctx.unsupported("the depth is only known at run time");
+  const Expr depth = ctx.out_shape(0)[axis];
+  Idx at = index;
+  const Expr k = at[axis];
+  at.erase(at.begin() + static_cast<long>(axis));
+  Expr i = loop::cast(DType::I64, ctx.input(0, at));  // float indices truncate, as in the interpreter
+  i = loop::select(bin(BinaryOp::Lt, i, Expr(0)), i + depth, i);
+  return loop::select(bin(BinaryOp::Eq, i, k), ctx.input(2, {Expr(1)}), ctx.input(2, {Expr(0)}));
+}
+
+Expr lower_constant_of_shape(LowerContext& ctx, size_t, const Idx&) {
+  if (!ctx.input_const(0)) ctx.unsupported("the shape is not constant");
+  if (!ctx.node.has_attr("value")) return constant(ctx.out_dtype(), 0);
+  const Tensor& t = ctx.node.attr_tensor("value");
+  if (t.numel() != 1) ctx.unsupported("value is not a scalar");
+  if (is_float(t.dtype())) return loop::float_imm(t.dtype(), t.get_f64(0));
+  if (t.dtype() == DType::Bool) return loop::bool_imm(t.get_i64(0) != 0);
+  if (t.dtype() == DType::U64) return loop::int_imm(t.dtype(), static_cast<int64_t>(t.get_u64(0)));
+  return loop::int_imm(t.dtype(), t.get_i64(0));
+}
+
+}  // namespace
+
+void register_layout_lowerings(OpRegistry& r) {
+  const auto inj = [&](const char* name, LowerFn f) { r.set_lowering("", name, FusionKind::Injective, f); };
+  inj("Pad", lower_pad);
+  inj("Tile", lower_tile);
+  inj("DepthToSpace", lower_depth_to_space);
+  inj("SpaceToDepth", lower_space_to_depth);
+  inj("OneHot", lower_onehot);
+  inj("ConstantOfShape", lower_constant_of_shape);
+}
+
+}  // namespace tessel
