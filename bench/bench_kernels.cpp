@@ -241,7 +241,8 @@ BENCHMARK(BM_FmaPeak)->UseManualTime()->Unit(benchmark::kMillisecond)->Repetitio
 // ---- GEMM -------------------------------------------------------------------------------------
 
 // The default schedule, or TESSEL_GEMM_SCHEDULE="mr,nr,mc,kc,nc" for tuning
-// experiments (kc and nc are capped at K and N rounded up to nr).
+// experiments (kc and nc are capped at K and N rounded up to nr);
+// TESSEL_GEMM_PACK_A=0/1 overrides the A packing.
 GemmSchedule schedule_for(int64_t M, int64_t N, int64_t K, bool tiles) {
   GemmSchedule s = default_gemm_schedule(host(), M, N, K, tiles);
   if (const char* env = std::getenv("TESSEL_GEMM_SCHEDULE")) {
@@ -250,6 +251,7 @@ GemmSchedule schedule_for(int64_t M, int64_t N, int64_t K, bool tiles) {
     s.kc = static_cast<int>(std::min<int64_t>(s.kc, std::max<int64_t>(K, 1)));
     s.nc = static_cast<int>(std::min<int64_t>(s.nc, (N + s.nr - 1) / s.nr * s.nr));
   }
+  if (const char* env = std::getenv("TESSEL_GEMM_PACK_A")) s.pack_a = std::string(env) != "0";
   return s;
 }
 

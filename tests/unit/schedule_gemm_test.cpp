@@ -108,8 +108,8 @@ void expect_close(const Case& c, const Data& d) {
 std::vector<void*> buffers(Data& d) { return {d.a.data(), d.b.data(), d.bias.data(), d.out.data()}; }
 std::vector<int64_t> syms(const Case& c) { return c.symbolic_m ? std::vector<int64_t>{c.M} : std::vector<int64_t>{}; }
 
-// Blocks far smaller than any real cache, so that small problems cross
-// every M, N and K block edge (and keep a partial C block across K blocks).
+// How the blocks are run: serially, or split across tasks by M blocks or by
+// (M block, N block) tiles.
 enum class Par { Serial, MBlocks, Tiles };
 const Par kPars[] = {Par::Serial, Par::MBlocks, Par::Tiles};
 const char* par_name(Par p) {
@@ -121,6 +121,8 @@ const char* par_name(Par p) {
   return "";
 }
 
+// Blocks far smaller than any real cache, so that small problems cross
+// every M, N and K block edge (and keep a partial C block across K blocks).
 GemmSchedule tiny_schedule(Par par) {
   GemmSchedule s;
   s.mr = 3, s.nr = 8, s.vector_lanes = 4, s.mc = 6, s.kc = 5, s.nc = 16;
@@ -158,17 +160,17 @@ TEST(ScheduleGemm, DefaultScheduleFitsRegistersAndCaches) {
     CpuInfo cpu = cpu_info_from_features(features);
     for (int64_t n : {-1, 1, 5, 100, 1024, 5000})
       for (bool tiles : {false, true}) {
-      GemmSchedule s = default_gemm_schedule(cpu, n, n, n, tiles);
-      SCOPED_TRACE(std::string(features) + " n=" + std::to_string(n) + (tiles ? " tiles" : ""));
-      EXPECT_EQ(s.parallel_over_n_blocks, tiles);
-      EXPECT_NO_THROW(check_gemm_schedule(s));
-      EXPECT_EQ(s.vector_lanes, cpu.vector_lanes_f32);
-      // accumulators + B vectors + one broadcast fit the register file
-      const int vectors = s.nr / s.vector_lanes;
-      EXPECT_LE(s.mr * vectors + vectors + 1, cpu.vector_registers);
-      EXPECT_LE(int64_t{s.kc} * s.nc * 4, int64_t{1} << 20);
-      EXPECT_LE(int64_t{s.mc} * s.nc * 4, int64_t{1} << 20);
-    }
+        GemmSchedule s = default_gemm_schedule(cpu, n, n, n, tiles);
+        SCOPED_TRACE(std::string(features) + " n=" + std::to_string(n) + (tiles ? " tiles" : ""));
+        EXPECT_EQ(s.parallel_over_n_blocks, tiles);
+        EXPECT_NO_THROW(check_gemm_schedule(s));
+        EXPECT_EQ(s.vector_lanes, cpu.vector_lanes_f32);
+        // accumulators + B vectors + one broadcast fit the register file
+        const int vectors = s.nr / s.vector_lanes;
+        EXPECT_LE(s.mr * vectors + vectors + 1, cpu.vector_registers);
+        EXPECT_LE(int64_t{s.kc} * s.nc * 4, int64_t{1} << 20);
+        EXPECT_LE(int64_t{s.mc} * s.nc * 4, int64_t{1} << 20);
+      }
   }
 }
 
@@ -186,17 +188,21 @@ TEST(ScheduleGemm, RejectsInconsistentSchedules) {
 TEST(ScheduleGemm, EvaluatorMatchesReference) {
   const std::vector<Case> cases = {
       {1, 1, 1}, {0, 5, 3}, {4, 0, 3}, {4, 5, 0}, {6, 8, 5}, {7, 9, 11}, {17, 33, 29},
-      {13, 21, 12, true, false}, {13, 21, 12, false, true}, {13, 21, 12, true, true, true}, {19, 17, 7, false, false, false, true},
+      {13, 21, 12, true, false}, {13, 21, 12, false, true}, {13, 21, 12, true, true, true},
+      {19, 17, 7, false, false, false, true},
   };
   for (Par par : kPars)
-    for (const Case& c : cases) {
-      SCOPED_TRACE(case_name(c) + par_name(par));
-      Kernel k = gemm_kernel(c, tiny_schedule(par));
-      ASSERT_NO_THROW(verify(k));
-      Data d = make_data(c, 1);
-      ASSERT_EQ(run_kernel(k, buffers(d), syms(c)), 0);
-      expect_close(c, d);
-    }
+    for (bool pack_a : {true, false})
+      for (const Case& c : cases) {
+        SCOPED_TRACE(case_name(c) + par_name(par) + (pack_a ? "" : " unpacked A"));
+        GemmSchedule s = tiny_schedule(par);
+        s.pack_a = pack_a;
+        Kernel k = gemm_kernel(c, s);
+        ASSERT_NO_THROW(verify(k));
+        Data d = make_data(c, 1);  // the evaluator throws on any out-of-bounds read
+        ASSERT_EQ(run_kernel(k, buffers(d), syms(c)), 0);
+        expect_close(c, d);
+      }
 }
 
 TEST(ScheduleGemm, DefaultScheduleThroughEvaluator) {
@@ -247,18 +253,19 @@ std::vector<Case> compiled_cases() {
 
 TEST(ScheduleGemm, CompiledMatchesReference) {
   const CpuInfo cpu = host_info();
-  for (int variant = 0; variant < 3; ++variant) {
-    const bool tiny = variant == 1, tiles = variant == 2;
+  for (int variant = 0; variant < 4; ++variant) {
+    const bool tiny = variant == 1, tiles = variant == 2, unpacked_a = variant == 3;
     std::vector<Kernel> kernels;
     for (const Case& c : compiled_cases()) {
-      const GemmSchedule s = tiny ? tiny_schedule(Par::Tiles)
-                                  : default_gemm_schedule(cpu, c.symbolic_m ? -1 : c.M, c.N, c.K, tiles);
+      GemmSchedule s = tiny ? tiny_schedule(Par::Tiles)
+                            : default_gemm_schedule(cpu, c.symbolic_m ? -1 : c.M, c.N, c.K, tiles);
+      if (unpacked_a) s.pack_a = false;
       kernels.push_back(gemm_kernel(c, s));
       ASSERT_NO_THROW(verify(kernels.back())) << kernels.back().name;
     }
     auto lib = cpu::compile_kernels(kernels, {});
     for (const Case& c : compiled_cases()) {
-      SCOPED_TRACE(case_name(c) + (tiny ? " tiny blocks" : tiles ? " default tiles" : " default blocks"));
+      SCOPED_TRACE(case_name(c) + (tiny ? " tiny blocks" : tiles ? " default tiles" : unpacked_a ? " unpacked A" : " default"));
       Data d = make_data(c, 3);
       ASSERT_EQ(call(*lib, c, d, 0, std::numeric_limits<int64_t>::max()), 0);
       expect_close(c, d);

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "tessel/loop/simplify.h"
+#include "tessel/loop/visit.h"
 #include "tessel/support/error.h"
 
 namespace tessel {
@@ -46,7 +47,7 @@ class GemmBuilder {
     // Only when K is known to fit one block can the partial C block go.
     int64_t k = 0;
     split_k_ = !(loop::as_const_int(loop::simplify(ops.K), &k) && k <= s.kc);
-    ap_ = local_f32(name("apack"), {s.mc / s.mr, s.kc, s.mr});
+    if (s.pack_a) ap_ = local_f32(name("apack"), {s.mc / s.mr, s.kc, s.mr});
     bp_ = local_f32(name("bpack"), {s.nc / s.nr, s.kc, s.nr});
     acc_ = local_f32(name("acc"), {s.mr, s.nr});
     if (split_k_) cp_ = local_f32(name("cpart"), {s.mc, s.nc});
@@ -131,6 +132,7 @@ class GemmBuilder {
   // MR-tall A panels: MR scalars per k (a vector over i would be a gather
   // from row-major A).
   Stmt pack_a() {
+    if (!s_.pack_a) return loop::no_op();
     auto a = [&](Expr k, Expr i) { return ops_.a(i, k); };
     return pack({ap_, "a", m0_, mlen_, ops_.M, s_.mr, ForKind::Unrolled, a});
   }
@@ -153,10 +155,17 @@ class GemmBuilder {
     return loop::if_then(eq(var("pc"), Expr(0)), zero, reload);
   }
 
+  // A[row0 + i, k0 + k], from the packed panel or from A itself.
+  Expr a_element(const Expr& i, const Expr& k) {
+    if (s_.pack_a) return loop::load(ap_, {var("ir"), k, i});
+    Expr row = loop::min(m0_ + var("ir") * Expr(s_.mr) + i, ops_.M - Expr(1));
+    return ops_.a(row, k0_ + k);
+  }
+
   Stmt k_loop() {
     Expr k = var("k");
     Stmt step = tile_loop([&](Expr i, Expr j) {
-      Expr a = loop::load(ap_, {var("ir"), k, i});
+      Expr a = a_element(i, k);
       Expr b = loop::load(bp_, {var("jr"), k, j});
       return loop::store(acc_, {i, j}, loop::call("fma", DType::F32, {a, b, loop::load(acc_, {i, j})}));
     });
@@ -247,6 +256,9 @@ GemmSchedule default_gemm_schedule(const CpuInfo& cpu, int64_t M_hint, int64_t N
   const int64_t m_blocks = M_hint < 0 ? cpu.cores : ceil_div(std::max<int64_t>(M_hint, 1), s.mc);
   const int64_t n_spread = parallel_over_n_blocks && m_blocks < cpu.cores ? cpu.cores : 1;
   s.nc = static_cast<int>(balanced_block(N_hint, std::min<int64_t>(nc_cap, 512), s.nr, n_spread));
+  // A packed panel pays for itself over the N panels that reuse it; with
+  // four or fewer (measured: N = 64) reading A directly is faster.
+  s.pack_a = !(N_hint >= 0 && N_hint <= 4 * int64_t{s.nr});
   check_gemm_schedule(s);
   return s;
 }

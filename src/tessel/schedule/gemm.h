@@ -65,6 +65,10 @@ struct GemmSchedule {
   // (M block, N block) tiles, so that a small M still gives several tasks
   // without packing B once per M block (each tile packs only its N block).
   bool parallel_over_n_blocks = false;
+  // Pack A into MR-tall panels; when false the micro-kernel reads A[i, k]
+  // itself (rows past M clamped to M - 1; their sums are never stored),
+  // which pays when few N panels reuse each packed panel.
+  bool pack_a = true;
 };
 
 // Block sizes from the register count and caches; hints (-1 when symbolic)
