@@ -107,9 +107,9 @@ class CliTest(unittest.TestCase):
         _, out, _ = self.tessel("--version", expect=0)
         self.assertIn("tessel", out)
         _, out, _ = self.tessel("--help", expect=0)
-        for sub in ("run", "inspect", "test-onnx", "demo"):
+        for sub in ("run", "inspect", "compile", "bench", "test-onnx", "demo"):
             self.assertIn(sub, out)
-        for sub in ("run", "inspect", "test-onnx", "demo"):
+        for sub in ("run", "inspect", "compile", "bench", "test-onnx", "demo"):
             _, out, _ = self.tessel(sub, "--help", expect=0)
             self.assertIn("--target", out)
 
@@ -339,6 +339,79 @@ class CliTest(unittest.TestCase):
         d = self.path("o")
         self.tessel("run", t, "--dim", "batch=2", "--save-outputs", d, expect=0)
         self.assertEqual(np.load(os.path.join(d, "output_0.npy")).shape, (2, 3))
+
+    def test_inspect_plan(self):
+        p = self.save_model(add_model())
+        _, out, _ = self.tessel("inspect", p, "--emit", "plan", "--dim", "batch=4", expect=0)
+        self.assertIn("peak_bytes", out)
+        _, out, _ = self.tessel("inspect", p, "--emit", "plan", "--json", expect=0)
+        self.assertIsInstance(json.loads(out)["peak_bytes"], int)
+
+    # ---- compile and artifacts ------------------------------------------------------
+    def test_compile_artifact_runs_at_every_binding(self):
+        p = self.save_model(add_model())
+        art = self.path("m.tsx")
+        _, out, _ = self.tessel("compile", p, "-o", art, "--json", expect=0)
+        doc = json.loads(out)
+        self.assertEqual(doc["output"], art)
+        self.assertIn("compile_s", doc)
+        with open(art, "rb") as f:
+            self.assertEqual(f.read(8), b"TESSELX1")
+        self.assertEqual(sorted(os.listdir(self.files)), ["m.onnx", "m.tsx"])  # no temporary left behind
+        for batch in (1, 5):
+            x = self.path("x.npy")
+            xv = np.arange(3 * batch, dtype=np.float32).reshape(batch, 3)
+            np.save(x, xv)
+            d = self.path(f"o{batch}")
+            self.tessel("run", art, "--input", f"x={x}", "--save-outputs", d, expect=0)
+            np.testing.assert_array_equal(np.load(os.path.join(d, "output_0.npy")), xv + xv)
+        _, out, _ = self.tessel("inspect", art, expect=0)
+        self.assertIn("Add", out)
+
+    def test_bad_artifacts_and_failed_compiles_write_nothing(self):
+        p = self.save_model(add_model())
+        art = self.path("m.tsx")
+        self.tessel("compile", p, "-o", art, expect=0)
+        with open(art, "rb") as f:
+            good = f.read()
+        for name, data in {"cut.tsx": good[: len(good) // 2], "header.tsx": good[:10],
+                           "flipped.tsx": good[:-40] + bytes([good[-40] ^ 0xFF]) + good[-39:],
+                           "other.tsx": b"TESSELX9" + good[8:]}.items():
+            with self.subTest(name=name):
+                bad = self.path(name)
+                with open(bad, "wb") as f:
+                    f.write(data)
+                for cmd in ("run", "bench", "inspect"):
+                    code, _, err = self.tessel(cmd, bad)
+                    self.assertEqual(code, 1)
+                    self.assertIn("artifact", self.assert_one_error_line(err, bad))
+        broken = self.path("broken.onnx")
+        with open(broken, "wb") as f:
+            f.write(b"garbage")
+        out = self.path("never.tsx")
+        code, _, err = self.tessel("compile", broken, "-o", out)
+        self.assertEqual(code, 1)
+        self.assert_one_error_line(err, broken)
+        self.assertFalse(os.path.exists(out))
+        self.assertEqual([f for f in os.listdir(self.files) if "tmp" in f], [])
+
+    # ---- bench -----------------------------------------------------------------------
+    def test_bench_json(self):
+        p = self.save_model(add_model())
+        _, out, _ = self.tessel("bench", p, "--warmup", 1, "--iters", 5, "--dim", "batch=8", "--threads", 2,
+                                "--json", expect=0)
+        doc = json.loads(out)
+        for key in ("median_ms", "p10_ms", "p90_ms", "min_ms", "compile_s", "iters", "threads", "target"):
+            self.assertIn(key, doc)
+        self.assertEqual(doc["iters"], 5)
+        self.assertEqual(doc["threads"], 2)
+        self.assertLessEqual(doc["p10_ms"], doc["median_ms"])
+        self.assertLessEqual(doc["median_ms"], doc["p90_ms"])
+        _, out, _ = self.tessel("bench", p, "--iters", 3, "--target", "reference", expect=0)
+        self.assertIn("median", out)
+        code, _, err = self.tessel("bench", p, "--iters", 0)
+        self.assertEqual(code, 1)
+        self.assert_one_error_line(err, p)
 
     # ---- test-onnx -------------------------------------------------------------------------
     def write_case(self, root, name, model, inputs, outputs):

@@ -39,6 +39,15 @@ struct InspectArgs {
 };
 int cmd_inspect(const InspectArgs& a, const CommonArgs& c);
 
+struct BenchArgs {
+  std::string model;
+  std::vector<std::string> inputs;  // NAME=FILE.npy
+  int warmup = 3;
+  int iters = 20;
+  uint64_t seed = 0;
+};
+int cmd_bench(const BenchArgs& a, const CommonArgs& c);
+
 struct CompileArgs {
   std::string model;
   std::string output;  // -o FILE

@@ -65,6 +65,7 @@ int main(int argc, char** argv) {
   InspectArgs inspect_args;
   TestOnnxArgs test_args;
   CompileArgs compile_args;
+  BenchArgs bench_args;
   DemoArgs demo_args;
 
   CLI::App* run = app.add_subcommand("run", "Run a model on inputs from .npy files (missing inputs: seeded random)");
@@ -98,6 +99,16 @@ int main(int argc, char** argv) {
       ->type_name("FILE");
   add_common(compile, &common);
 
+  CLI::App* bench = app.add_subcommand("bench", "Time whole-model inference (compile once, warm up, then timed runs)");
+  bench->add_option("MODEL", bench_args.model, "Model file (.onnx, .tir or a compiled artifact)")->required();
+  bench->add_option("--warmup", bench_args.warmup, "Untimed runs first (default 3)");
+  bench->add_option("--iters", bench_args.iters, "Timed runs (default 20)");
+  bench->add_option("--input", bench_args.inputs, "Input value from an .npy file, NAME=FILE.npy (repeatable)")
+      ->allow_extra_args(false)
+      ->type_name("NAME=FILE");
+  bench->add_option("--seed", bench_args.seed, "Seed of the random inputs (default 0)");
+  add_common(bench, &common);
+
   CLI::App* test = app.add_subcommand("test-onnx", "Run ONNX test cases (model.onnx + test_data_set_*) in one process");
   test->add_option("DIR", test_args.dirs, "Case folders, or folders of case folders")->required();
   add_common(test, &common);
@@ -124,11 +135,13 @@ int main(int argc, char** argv) {
   if (run->parsed()) file = run_args.model;
   if (inspect->parsed()) file = inspect_args.model;
   if (compile->parsed()) file = compile_args.model;
+  if (bench->parsed()) file = bench_args.model;
   if (test->parsed()) file = test_args.dirs.empty() ? "test-onnx" : test_args.dirs.front();
   if (demo->parsed()) file = "demo";
   try {
     if (run->parsed()) return cmd_run(run_args, common);
     if (inspect->parsed()) return cmd_inspect(inspect_args, common);
+    if (bench->parsed()) return cmd_bench(bench_args, common);
     if (compile->parsed()) return cmd_compile(compile_args, common);
     if (test->parsed()) return cmd_test_onnx(test_args, common);
     if (demo->parsed()) return cmd_demo(demo_args, common);

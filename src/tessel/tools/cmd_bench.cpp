@@ -1,0 +1,74 @@
+// tessel bench MODEL [--warmup N] [--iters N] [--input NAME=FILE.npy]... [--seed N]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+#include "tessel/driver/json.h"
+#include "tessel/support/error.h"
+#include "tessel/tools/commands.h"
+#include "tessel/tools/prepared_model.h"
+
+namespace tessel::cli {
+
+namespace {
+
+// The q-quantile (0..1) of sorted samples, interpolating between neighbours.
+double quantile(const std::vector<double>& sorted, double q) {
+  const double pos = q * static_cast<double>(sorted.size() - 1);
+  const size_t lo = static_cast<size_t>(pos);
+  const size_t hi = std::min(lo + 1, sorted.size() - 1);
+  return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - static_cast<double>(lo));
+}
+
+std::string fixed(double v, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+}  // namespace
+
+int cmd_bench(const BenchArgs& a, const CommonArgs& c) {
+  DriverOptions o = driver_options(c);
+  o.seed = a.seed;
+  check_options_supported(o);
+  TS_CHECK(a.iters >= 1, "--iters must be at least 1, got ", a.iters);
+  TS_CHECK(a.warmup >= 0, "--warmup must be >= 0, got ", a.warmup);
+  const PreparedModel p = prepare_model(a.model, a.inputs, o);
+  for (int i = 0; i < a.warmup; ++i) p.run();
+  using Clock = std::chrono::steady_clock;
+  std::vector<double> ms;
+  for (int i = 0; i < a.iters; ++i) {
+    const auto t0 = Clock::now();
+    p.run();
+    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  const double median = quantile(ms, 0.5), p10 = quantile(ms, 0.1), p90 = quantile(ms, 0.9);
+  const double compile_s = p.compile_ms / 1000, load_s = p.load_ms / 1000;
+  const int threads = p.exe ? p.exe->threads() : 1;  // the interpreter is single-threaded
+  if (c.json) {
+    Json j = Json::object();
+    j.set("model", a.model);
+    j.set("target", target_name(o.target));
+    j.set("threads", threads);
+    j.set("warmup", a.warmup);
+    j.set("iters", a.iters);
+    j.set("median_ms", median);
+    j.set("p10_ms", p10);
+    j.set("p90_ms", p90);
+    j.set("min_ms", ms.front());
+    j.set("compile_s", compile_s);
+    j.set("load_s", load_s);
+    std::cout << j.dump() << "\n";
+  } else {
+    std::cout << a.model << ": median " << fixed(median, 3) << " ms (p10 " << fixed(p10, 3) << ", p90 "
+              << fixed(p90, 3) << ", min " << fixed(ms.front(), 3) << ") over " << a.iters << " runs after "
+              << a.warmup << " warm-up; target " << target_name(o.target) << ", " << threads << " threads; compile "
+              << fixed(compile_s, 3) << " s, load " << fixed(load_s, 3) << " s\n";
+  }
+  return 0;
+}
+
+}  // namespace tessel::cli
