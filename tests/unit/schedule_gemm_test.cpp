@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <sstream>
 
 #include "tessel/loop/eval.h"
 #include "tessel/loop/printer.h"
@@ -293,14 +294,62 @@ TEST(ScheduleGemm, ParallelChunksGiveIdenticalBits) {
   }
 }
 
-// The micro-kernel's K loop must be FMAs on registers: acc stays out of
-// memory, so the loop body has no vector stores.
-TEST(ScheduleGemm, MicroKernelUsesVectorFma) {
+// One fma chain over k ascending per element, whatever the blocking.
+TEST(ScheduleGemm, BlockSizesDoNotChangeTheBits) {
+  const Case c{100, 300, 70, false, true, true};
+  GemmSchedule tiny = tiny_schedule(Par::Tiles);
+  tiny.pack_a = false;
+  const GemmSchedule full = default_gemm_schedule(host_info(), c.M, c.N, c.K);
+  Kernel a = gemm_kernel(c, tiny), b = gemm_kernel(c, full);
+  b.name += "_default";
+  auto lib = cpu::compile_kernels({a, b}, {});
+  Data x = make_data(c, 5), y = make_data(c, 5);
+  ASSERT_EQ(call(*lib, c, x, 0, std::numeric_limits<int64_t>::max()), 0);
+  std::vector<void*> bufs = buffers(y);
+  ASSERT_EQ(lib->lookup(b.name)(bufs.data(), nullptr, 0, std::numeric_limits<int64_t>::max()), 0);
+  EXPECT_EQ(std::memcmp(x.out.data(), y.out.data(), x.out.size() * sizeof(float)), 0);
+}
+
+// The asm basic block (from a label or jump to the next) with the most FMAs:
+// the micro-kernel's K loop.
+std::vector<std::string> busiest_fma_block(const std::string& asm_text) {
+  std::vector<std::string> block, best;
+  int count = 0, best_count = -1;
+  std::istringstream in(asm_text);
+  for (std::string line; std::getline(in, line);) {
+    // Labels start the line ("LBB0_7:   # %loop.body"); instructions are indented.
+    if (!line.empty() && line[0] != '\t' && line[0] != ' ' && line.find(':') != std::string::npos) {
+      if (count > best_count) best = block, best_count = count;
+      block.clear(), count = 0;
+      continue;
+    }
+    block.push_back(line);
+    if (line.find("vfmadd") != std::string::npos) ++count;
+    if (line.rfind("\tj", 0) == 0) {  // a jump ends the block too
+      if (count > best_count) best = block, best_count = count;
+      block.clear(), count = 0;
+    }
+  }
+  if (count > best_count) best = block;
+  return best;
+}
+
+// The micro-kernel's K loop must be vector FMAs on register accumulators:
+// at least MR x NR/L of them, and no store (acc never goes to memory).
+TEST(ScheduleGemm, MicroKernelKeepsTheTileInRegisters) {
   const CpuInfo cpu = host_info();
   if (!cpu.has_fma) GTEST_SKIP() << "the host has no FMA";
-  const Case c{64, 64, 64};
-  std::string asm_text = cpu::emit_asm({gemm_kernel(c, default_gemm_schedule(cpu, c.M, c.N, c.K))}, {});
-  EXPECT_NE(asm_text.find("vfmadd231ps"), std::string::npos);
+  const Case c{64, 64, 512};  // a K block long enough that LLVM keeps the K loop a loop
+  const GemmSchedule s = default_gemm_schedule(cpu, c.M, c.N, c.K);
+  const std::vector<std::string> loop = busiest_fma_block(cpu::emit_asm({gemm_kernel(c, s)}, {}));
+  int fmas = 0;
+  for (const std::string& line : loop) {
+    if (line.find("vfmadd231ps") != std::string::npos) ++fmas;
+    // AT&T syntax: a store is a move whose last operand is a memory reference.
+    const bool is_move = line.find("\tvmov") != std::string::npos || line.find("\tmov") != std::string::npos;
+    EXPECT_FALSE(is_move && line.back() == ')') << "store in the K loop: " << line;
+  }
+  EXPECT_GE(fmas, s.mr * (s.nr / s.vector_lanes));
 }
 
 #endif  // TESSEL_HAVE_CODEGEN_CPU

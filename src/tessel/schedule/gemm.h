@@ -6,7 +6,8 @@
 //     for jc in N blocks of NC columns                (or both in one parallel loop over tiles)
 //       for pc in K blocks of KC                      (at least one block, so K = 0 works)
 //         pack B[pc block, jc block] into NR-wide panels Bp[NC/NR][KC][NR] (zero past N)
-//         pack A[mb block, pc block] into MR-tall panels Ap[MC/MR][KC][MR] (zero past M)
+//         pack A[mb block, pc block] into MR-tall panels Ap[MC/MR][KC][MR] (zero past M;
+//           skipped when pack_a is off: the micro-kernel then reads A itself)
 //         for jr in NR panels, for ir in MR panels:   the micro-kernel
 //           acc[MR][NR] = first K block ? 0 : Cp[ir, jr tile]
 //           for k in KC: acc[i][j] = fma(Ap[ir][k][i], Bp[jr][k][j], acc[i][j])
@@ -28,7 +29,17 @@
 //     (MC x KC) in L2; NC bounds the packed B block and the partial C block
 //     Cp (MC x NC, only allocated when K may exceed KC).
 //   - M blocks are independent (each packs its own B), so the parallel loop
-//     over them gives results that do not depend on how it is split.
+//     over them gives results that do not depend on how it is split. B is
+//     packed once per M block: that is why MC is as large as L2 allows and
+//     why, for a small M, the parallel loop can run over (M block, N block)
+//     tiles instead (parallel_over_n_blocks), each packing only its N block.
+//   - Every output element is one chain of fmas over k ascending, from 0,
+//     whatever the blocking (a partial sum kept in Cp between K blocks is
+//     the f32 register value, stored exactly), so results are bitwise the
+//     same for every block size, tile shape and thread count.
+//
+// Measured on the development machine (AVX2, docs/performance.md): 75-85%
+// of the single-core FMA peak for square sizes from 256 to 2048.
 #pragma once
 
 #include <cstdint>
