@@ -313,5 +313,53 @@ TEST(LowerOps, ResizeModes) {
   expect_resize({{"keep_aspect_ratio_policy", s("not_larger")}, {"axes", ints({2, 3})}}, {}, {7, 8});
 }
 
+// ---- Einsum, QLinearMatMul, Scatter*, Range, BitCast -------------------------------------
+
+TEST(LowerOps, EinsumEquations) {
+  const std::vector<std::pair<const char*, std::vector<Shape>>> cases = {
+      {"bij,bjk->bik", {{2, 3, 4}, {2, 4, 5}}}, {"ij->ji", {{3, 17}}},  {"i,i", {{7}, {7}}},
+      {"...ii->...i", {{2, 3, 3}}},             {"ij->i", {{4, 5}}},    {"...j,kj->...k", {{1, 3, 4}, {2, 4}}}};
+  for (const auto& [eq, shapes] : cases) expect_compiled("Einsum", shapes, {{"equation", s(eq)}});
+}
+
+TEST(LowerOps, QLinearMatMulSaturates) {
+  Model m;
+  GraphBuilder b(m);
+  Value* a = b.input("a", DType::U8, {2, 3, 4});
+  Value* w = b.input("w", DType::U8, {4, 5});
+  const auto u8 = [&](int64_t v, const char* name) {
+    Tensor t(DType::U8, {});
+    t.set_i64(0, v);
+    return b.constant(t, name);
+  };
+  b.output(b.op("QLinearMatMul", {a, b.scalar_f32(0.7f), u8(1, "az"), w, b.scalar_f32(0.9f), u8(2, "wz"),
+                                  b.scalar_f32(0.05f), u8(100, "yz")}));
+  EXPECT_EQ(expect_lowered_matches(m).interpreted, 0u);
+}
+
+TEST(LowerOps, ScatterElementsAndNDReductions) {
+  for (const char* red : {"none", "add", "mul", "max", "min"}) {
+    Model m;
+    m.opsets[""] = 18;
+    GraphBuilder b(m);
+    Value* x = b.input("x", DType::F32, {5, 3});
+    Value* ind = b.constant(Tensor::from_i64({1, -1, 1, 0, 4, 4}).reshaped({2, 3}), "ind");
+    b.output(b.op("ScatterElements", {x, ind, b.input("u", DType::F32, {2, 3})},
+                  {{"axis", i(0)}, {"reduction", s(red)}}));
+    Value* nd = b.constant(Tensor::from_i64({1, 0, 1, 3, 1}).reshaped({5, 1}), "nd");
+    b.output(b.op("ScatterND", {x, nd, b.input("v", DType::F32, {5, 3})}, {{"reduction", s(red)}}));
+    EXPECT_EQ(expect_lowered_matches(m).interpreted, 0u) << red;
+  }
+}
+
+TEST(LowerOps, BitCastReinterprets) {
+  Model m;
+  m.opsets[""] = 26;
+  GraphBuilder b(m);
+  Value* x = b.constant(Tensor::from_f32({5}, {1.5f, -0.0f, NAN, INFINITY, 1e-40f}), "x");
+  b.output(b.op("BitCast", {x}, {{"to", i(6)}}));  // INT32
+  EXPECT_EQ(expect_lowered_matches(m).interpreted, 0u);
+}
+
 }  // namespace
 }  // namespace tessel

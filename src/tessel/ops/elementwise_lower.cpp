@@ -218,6 +218,14 @@ Expr lower_cast(LowerContext& ctx, size_t, const Idx& idx) { return loop::cast(c
 
 Expr lower_identity(LowerContext& ctx, size_t, const Idx& idx) { return ctx.input(0, idx); }
 
+// BitCast between loop-IR types of one width (bool's byte is not a number).
+Expr lower_bitcast(LowerContext& ctx, size_t, const Idx& idx) {
+  const Expr x = ctx.input(0, idx);
+  if (x.dtype() == DType::Bool || ctx.out_dtype() == DType::Bool) ctx.unsupported("bool operand");
+  if (x.dtype() == ctx.out_dtype()) return x;
+  return loop::bitcast(ctx.out_dtype(), x);
+}
+
 constexpr char kSqrt[] = "sqrt", kExp[] = "exp", kLog[] = "log", kCeil[] = "ceil", kFloor[] = "floor",
                kTanh[] = "tanh", kSin[] = "sin", kCos[] = "cos", kTan[] = "tan", kAsin[] = "asin",
                kAcos[] = "acos", kAtan[] = "atan", kSinh[] = "sinh", kCosh[] = "cosh", kAsinh[] = "asinh",
@@ -300,6 +308,7 @@ void register_elementwise_lowerings(OpRegistry& r) {
   ew("Cast", lower_cast);
   ew("CastLike", lower_cast);
   ew("Identity", lower_identity);
+  ew("BitCast", lower_bitcast);
 }
 
 }  // namespace tessel

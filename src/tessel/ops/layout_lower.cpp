@@ -1,5 +1,6 @@
 // Compiled forms of the layout ops that remap indices: Pad (all modes),
-// Tile, DepthToSpace, SpaceToDepth, OneHot and ConstantOfShape. Each output
+// Tile, DepthToSpace, SpaceToDepth, OneHot, and the generators
+// ConstantOfShape and Range. Each output
 // element reads at most one input element; padded positions read a clamped
 // in-bounds element and select the pad value, because both arms of a select
 // are evaluated.
@@ -145,6 +146,28 @@ Expr lower_constant_of_shape(LowerContext& ctx, size_t, const Idx&) {
   return loop::int_imm(t.dtype(), t.get_i64(0));
 }
 
+// Range: start + i * delta in f64 (integers in i64), rounded as the
+// reference does (f16/bf16 through f32 unless stash_type is double). The
+// output size must be static; the kernel checks that the operands give it.
+Expr lower_range(LowerContext& ctx, size_t, const Idx& index) {
+  const Dim& n = (*ctx.node.outputs[0]->type.shape)[0];
+  if (!n.is_const()) ctx.unsupported("the output size is only known at run time");
+  const DType out = ctx.out_dtype();
+  const DType t = is_float(out) ? DType::F64 : DType::I64;
+  const Expr start = loop::cast(t, ctx.input(0, Idx(ctx.in_rank(0), Expr(0))));
+  const Expr limit = loop::cast(t, ctx.input(1, Idx(ctx.in_rank(1), Expr(0))));
+  const Expr delta = loop::cast(t, ctx.input(2, Idx(ctx.in_rank(2), Expr(0))));
+  const Expr f64_0 = loop::float_imm(DType::F64, 0);
+  const Expr span = loop::binary(BinaryOp::Div, loop::cast(DType::F64, limit - start), loop::cast(DType::F64, delta));
+  const Expr count = loop::max(f64_0, loop::call("ceil", DType::F64, {span}));
+  ctx.check(bin(BinaryOp::Eq, count, loop::float_imm(DType::F64, static_cast<double>(n.value()))),
+            str_cat(ctx.node.describe(), ": start, limit and delta do not give ", n.value(), " elements"));
+  Expr v = start + loop::cast(t, index[0]) * delta;
+  const bool low = out == DType::F16 || out == DType::BF16;
+  if (low && ctx.node.attr_int("stash_type", 1) == 1) v = loop::cast(DType::F32, v);
+  return loop::cast(out, v);
+}
+
 }  // namespace
 
 void register_layout_lowerings(OpRegistry& r) {
@@ -155,6 +178,7 @@ void register_layout_lowerings(OpRegistry& r) {
   inj("SpaceToDepth", lower_space_to_depth);
   inj("OneHot", lower_onehot);
   inj("ConstantOfShape", lower_constant_of_shape);
+  inj("Range", lower_range);
 }
 
 }  // namespace tessel

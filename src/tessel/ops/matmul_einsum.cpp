@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "tessel/ops/einsum_plan.h"
 #include "tessel/ops/math_util.h"
 #include "tessel/ops/registry.h"
 
@@ -16,8 +17,6 @@ namespace tessel {
 namespace {
 
 using namespace mathops;
-
-constexpr int kEllipsisBase = 52;  // labels 0..51 are letters; 52+i is ellipsis dim i
 
 int letter_label(char ch) { return std::isupper(static_cast<unsigned char>(ch)) ? ch - 'A' : 26 + (ch - 'a'); }
 
@@ -46,12 +45,7 @@ RawTerm parse_term(const Node& n, const std::string& t) {
   return r;
 }
 
-// The equation resolved against the operand ranks.
-struct EinsumPlan {
-  std::vector<std::vector<int>> in_labels;  // per operand, one label per dim
-  std::vector<int> out_labels;
-  int ellipsis_dims = 0;
-};
+}  // namespace
 
 EinsumPlan plan_einsum(const Node& n, const std::vector<size_t>& ranks) {
   std::string eq;
@@ -119,6 +113,8 @@ EinsumPlan plan_einsum(const Node& n, const std::vector<size_t>& ranks) {
   }
   return p;
 }
+
+namespace {
 
 // Size of each label (indexed by label id; -1 = unused) from concrete shapes.
 std::vector<int64_t> label_sizes(const Node& n, const EinsumPlan& p, const std::vector<const Tensor*>& ins) {

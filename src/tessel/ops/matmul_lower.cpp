@@ -1,7 +1,10 @@
-// Compiled forms of MatMul and Gemm as plain reductions over K. This is the
+// Compiled forms of MatMul, Gemm and Einsum as plain reductions over K. This is the
 // generic definition (what a consumer inlines and what the differential tests
 // check); the packed, register-blocked GEMM schedule replaces its loop nest
 // when the group's root is the contraction.
+#include <algorithm>
+
+#include "tessel/ops/einsum_plan.h"
 #include "tessel/ops/lowering.h"
 #include "tessel/ops/registry.h"
 
@@ -72,9 +75,95 @@ Expr lower_gemm(LowerContext& ctx, size_t, const Idx& index) {
   return loop::cast(ctx.out_dtype(), y);
 }
 
+// Einsum: the product of the operands at the output labels' coordinates,
+// summed over the other labels (a repeated label walks a diagonal; a
+// broadcast ellipsis dim of size 1 reads element 0).
+Expr lower_einsum(LowerContext& ctx, size_t, const Idx& index) {
+  const DType t = compute_type(ctx.in_dtype(0));
+  if (t == DType::Bool) ctx.unsupported("bool einsum");
+  std::vector<size_t> ranks;
+  std::vector<std::vector<int64_t>> dims;
+  for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+    ranks.push_back(ctx.in_rank(i));
+    dims.push_back(const_in_dims(ctx, i));
+  }
+  const EinsumPlan p = plan_einsum(ctx.node, ranks);
+  std::vector<int64_t> size(static_cast<size_t>(kEllipsisBase + p.ellipsis_dims), -1);
+  for (size_t i = 0; i < dims.size(); ++i)
+    for (size_t d = 0; d < dims[i].size(); ++d) {
+      int64_t& cur = size[static_cast<size_t>(p.in_labels[i][d])];
+      cur = cur <= 1 ? dims[i][d] : cur;  // ellipsis dims of 1 stretch
+    }
+  std::vector<int> summed;
+  Idx extents;
+  for (int l = 0; l < static_cast<int>(size.size()); ++l)
+    if (size[static_cast<size_t>(l)] >= 0 && std::find(p.out_labels.begin(), p.out_labels.end(), l) == p.out_labels.end()) {
+      summed.push_back(l);
+      extents.push_back(Expr(size[static_cast<size_t>(l)]));
+    }
+  const auto product = [&](const Idx& k) {
+    const auto coord = [&](int l) {
+      auto o = std::find(p.out_labels.begin(), p.out_labels.end(), l);
+      if (o != p.out_labels.end()) return index[static_cast<size_t>(o - p.out_labels.begin())];
+      return k[static_cast<size_t>(std::find(summed.begin(), summed.end(), l) - summed.begin())];
+    };
+    Expr prod;
+    for (size_t i = 0; i < dims.size(); ++i) {
+      Idx at;
+      for (size_t d = 0; d < dims[i].size(); ++d) {
+        const int l = p.in_labels[i][d];
+        at.push_back(dims[i][d] == 1 && size[static_cast<size_t>(l)] != 1 ? Expr(0) : coord(l));
+      }
+      const Expr v = input_as_compute(ctx, i, at);
+      prod = prod.defined() ? prod * v : v;
+    }
+    return prod;
+  };
+  const Expr r = summed.empty() ? product({}) : ctx.reduce(ReduceOp::Sum, constant(t, 0), extents, product);
+  return loop::cast(ctx.out_dtype(), r);
+}
+
+// QLinearMatMul with per-tensor scales and zero points: the integer product
+// of (a - a_zp) and (b - b_zp) (exact in i64), times one multiplier formed in
+// the scales' dtype as the reference does, plus y_zp, rounded half to even
+// and saturated.
+Expr lower_qlinear_matmul(LowerContext& ctx, size_t, const Idx& index) {
+  const DType out = ctx.out_dtype();
+  if (!is_int(out)) ctx.unsupported(str_cat("output type ", dtype_name(out)));
+  for (size_t i : {1, 2, 4, 5, 6, 7})
+    if (ctx.has_input(i))
+      for (int64_t d : const_in_dims(ctx, i))
+        if (d != 1) ctx.unsupported("per-row or per-column quantization parameters");
+  const auto scalar = [&](size_t i) { return ctx.input(i, Idx(ctx.in_rank(i), Expr(0))); };
+  const auto zp = [&](size_t i) { return ctx.has_input(i) ? loop::cast(DType::I64, scalar(i)) : Expr(0); };
+  const size_t ra = ctx.in_rank(0), rb = ctx.in_rank(3);
+  const size_t nm = ra > 1 ? 1 : 0, nn = rb > 1 ? 1 : 0;
+  const size_t nbatch = index.size() - nm - nn;
+  const Idx out_batch(index.begin(), index.begin() + static_cast<long>(nbatch));
+  const Expr i = nm ? index[nbatch] : Expr(0), j = nn ? index[nbatch + nm] : Expr(0);
+  const Expr azp = zp(2), bzp = zp(5);
+  const Expr acc = ctx.reduce(ReduceOp::Sum, Expr(0), {ctx.in_shape(0)[ra - 1]}, [&](const Idx& k) {
+    Idx ai = ra > 1 ? operand_batch(ctx, 0, out_batch) : Idx{};
+    if (ra > 1) ai.push_back(i);
+    ai.push_back(k[0]);
+    Idx bi = rb > 1 ? operand_batch(ctx, 3, out_batch) : Idx{};
+    bi.push_back(k[0]);
+    if (rb > 1) bi.push_back(j);
+    return (loop::cast(DType::I64, ctx.input(0, ai)) - azp) * (loop::cast(DType::I64, ctx.input(3, bi)) - bzp);
+  });
+  const Expr mult = loop::binary(loop::BinaryOp::Div, scalar(1) * scalar(4), scalar(6));
+  const Expr v = loop::cast(DType::F64, acc) * loop::cast(DType::F64, mult) + loop::cast(DType::F64, zp(7));
+  const Expr r = loop::call("rint", DType::F64, {v});
+  const Expr lo = loop::cast(DType::F64, lowest(out)), hi = loop::cast(DType::F64, highest(out));
+  const Expr nan = loop::call("isnan", DType::Bool, {r});
+  return loop::cast(out, loop::select(nan, constant(DType::F64, 0), loop::max(lo, loop::min(r, hi))));
+}
+
 }  // namespace
 
 void register_matmul_lowerings(OpRegistry& r) {
+  r.set_lowering("", "QLinearMatMul", FusionKind::Contraction, lower_qlinear_matmul);
+  r.set_lowering("", "Einsum", FusionKind::Contraction, lower_einsum);
   r.set_lowering("", "MatMul", FusionKind::Contraction, lower_matmul);
   r.set_lowering("", "Gemm", FusionKind::Contraction, lower_gemm);
 }

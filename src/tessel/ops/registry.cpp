@@ -118,6 +118,7 @@ const OpRegistry& OpRegistry::global() {
     register_layout_lowerings(r);
     register_quantize_lowerings(r);
     register_resize_lowerings(r);
+    register_scatter_lowerings(r);
     return r;
   }();
   return reg;
