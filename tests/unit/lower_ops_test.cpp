@@ -361,5 +361,48 @@ TEST(LowerOps, BitCastReinterprets) {
   EXPECT_EQ(expect_lowered_matches(m).interpreted, 0u);
 }
 
+// ---- grids and more layout ops --------------------------------------------------------
+
+TEST(LowerOps, GridSampleModesAndPadding) {
+  for (const char* mode : {"nearest", "linear", "cubic"})
+    for (const char* pad : {"zeros", "border", "reflection"})
+      for (int64_t align : {0, 1}) {
+        Model m;
+        m.opsets[""] = 20;
+        GraphBuilder b(m);
+        Value* x = b.input("x", DType::F32, {1, 2, 4, 5});
+        // Random grid values in [-2, 2) reach outside the input.
+        Value* g = b.input("g", DType::F32, {1, 3, 6, 2});
+        b.output(b.op("GridSample", {x, g}, {{"mode", s(mode)}, {"padding_mode", s(pad)}, {"align_corners", i(align)}}));
+        EXPECT_EQ(expect_lowered_matches(m).interpreted, 0u) << mode << " " << pad << " " << align;
+      }
+}
+
+TEST(LowerOps, AffineGrid) {
+  for (int64_t align : {0, 1}) {
+    Model m;
+    m.opsets[""] = 20;
+    GraphBuilder b(m);
+    b.output(b.op("AffineGrid", {b.input("theta", DType::F32, {2, 2, 3}), b.const_i64({2, 1, 3, 4})},
+                  {{"align_corners", i(align)}}));
+    EXPECT_EQ(expect_lowered_matches(m).interpreted, 0u);
+  }
+}
+
+TEST(LowerOps, CenterCropPadGatherNDReverseSequenceEyeLike) {
+  Model m;
+  m.opsets[""] = 18;
+  GraphBuilder b(m);
+  Value* x = b.input("x", DType::F32, {4, 5, 3});
+  b.output(b.op("CenterCropPad", {x, b.const_i64({7, 2})}, {{"axes", ints({0, 1})}}));
+  Value* ind = b.constant(Tensor::from_i64({1, -1, 0, 2, 3, 0}).reshaped({3, 2}), "ind");
+  b.output(b.op("GatherND", {x, ind}));
+  Value* nd = b.constant(Tensor::from_i64({2, 0, 1, 4}).reshaped({4, 1}), "nd");
+  b.output(b.op("GatherND", {x, nd}, {{"batch_dims", i(1)}}));
+  b.output(b.op("ReverseSequence", {x, b.const_i64({5, 0, 2, 3})}, {{"batch_axis", i(0)}, {"time_axis", i(1)}}));
+  b.output(b.op("EyeLike", {b.input("e", DType::I32, {3, 5})}, {{"k", i(-1)}}));
+  EXPECT_EQ(expect_lowered_matches(m).interpreted, 0u);
+}
+
 }  // namespace
 }  // namespace tessel

@@ -1,6 +1,6 @@
 // Compiled forms of the layout ops that remap indices: Pad (all modes),
-// Tile, DepthToSpace, SpaceToDepth, OneHot, and the generators
-// ConstantOfShape and Range. Each output
+// Tile, DepthToSpace, SpaceToDepth, CenterCropPad, ReverseSequence, OneHot,
+// and the generators ConstantOfShape, Range and EyeLike. Each output
 // element reads at most one input element; padded positions read a clamped
 // in-bounds element and select the pad value, because both arms of a select
 // are evaluated.
@@ -113,6 +113,45 @@ Expr lower_space_to_depth(LowerContext& ctx, size_t, const Idx& index) {
   return ctx.input(0, {index[0], c, index[2] * Expr(b) + by, index[3] * Expr(b) + bx});
 }
 
+// CenterCropPad: a crop takes the centre (the extra element dropped at the
+// end); a pad centres the input (the extra zero at the end).
+Expr lower_center_crop_pad(LowerContext& ctx, size_t, const Idx& index) {
+  const std::vector<int64_t> in = const_in_dims(ctx, 0);
+  const Shape& out = *ctx.node.outputs[0]->type.shape;
+  Idx at;
+  Expr inside = loop::bool_imm(true);
+  for (size_t d = 0; d < in.size(); ++d) {
+    if (!out[d].is_const()) ctx.unsupported("symbolic output size");
+    const int64_t n = in[d], t = out[d].value();
+    const Expr i = index[d] + Expr(t <= n ? (n - t) / 2 : -((t - n) / 2));
+    inside = bin(BinaryOp::And, inside, in_range(i, Expr(0), Expr(n)));
+    at.push_back(clamp_index(i, Expr(0), Expr(n - 1)));
+  }
+  const Expr x = ctx.input(0, at);
+  return loop::select(inside, x, constant(x.dtype(), 0));
+}
+
+// ReverseSequence: the first seq_len[b] steps along the time axis reversed.
+Expr lower_reverse_sequence(LowerContext& ctx, size_t, const Idx& index) {
+  const size_t ba = static_cast<size_t>(ctx.node.attr_int("batch_axis", 1));
+  const size_t ta = static_cast<size_t>(ctx.node.attr_int("time_axis", 0));
+  const Expr time = ctx.in_shape(0)[ta];
+  const Expr len = loop::cast(DType::I64, ctx.input(1, {index[ba]}));
+  ctx.check(in_range(len, Expr(0), time + Expr(1)), str_cat(ctx.node.describe(), ": sequence length out of range"));
+  const Expr t = index[ta];
+  Idx at = index;
+  at[ta] = loop::select(bin(BinaryOp::Lt, t, len), clamp_index(len - Expr(1) - t, Expr(0), time - Expr(1)), t);
+  return ctx.input(0, at);
+}
+
+// EyeLike: ones on the k-th diagonal.
+Expr lower_eye_like(LowerContext& ctx, size_t, const Idx& index) {
+  const int64_t k = ctx.node.attr_int("k", 0);
+  const DType t = ctx.out_dtype();
+  const Expr on = bin(BinaryOp::Eq, index[1] - index[0], Expr(k));
+  return t == DType::Bool ? on : loop::select(on, constant(t, 1), constant(t, 0));
+}
+
 // ---- OneHot, ConstantOfShape -----------------------------------------------------------
 
 // out[.., k, ..] = values[1] where k == indices[..] (negative indices count
@@ -179,6 +218,9 @@ void register_layout_lowerings(OpRegistry& r) {
   inj("OneHot", lower_onehot);
   inj("ConstantOfShape", lower_constant_of_shape);
   inj("Range", lower_range);
+  inj("CenterCropPad", lower_center_crop_pad);
+  inj("ReverseSequence", lower_reverse_sequence);
+  inj("EyeLike", lower_eye_like);
 }
 
 }  // namespace tessel

@@ -140,6 +140,26 @@ Expr lower_gather(LowerContext& ctx, size_t, const Idx& index) {
   return ctx.input(0, at);
 }
 
+// GatherND: out[batch, tuple, rest] = data[batch, indices[batch, tuple, :], rest].
+Expr lower_gather_nd(LowerContext& ctx, size_t, const Idx& index) {
+  const size_t b = static_cast<size_t>(ctx.node.attr_int("batch_dims", 0));
+  const std::vector<int64_t> is = const_in_dims(ctx, 1);
+  const size_t q = is.size(), m = static_cast<size_t>(is.back());
+  const Idx ds = ctx.in_shape(0);
+  Idx at(index.begin(), index.begin() + static_cast<long>(b));
+  for (size_t j = 0; j < m; ++j) {
+    Idx ii(index.begin(), index.begin() + static_cast<long>(q - 1));
+    ii.push_back(Expr(static_cast<int64_t>(j)));
+    const Expr dim = ds[b + j];
+    Expr n = loop::cast(DType::I64, ctx.input(1, ii));
+    n = loop::select(lt(n, Expr(0)), n + dim, n);
+    ctx.check(in_range(n, Expr(0), dim), str_cat(ctx.node.describe(), ": index out of range"));
+    at.push_back(clamp_index(n, Expr(0), dim - Expr(1)));
+  }
+  for (size_t d = q - 1; d < index.size(); ++d) at.push_back(index[d]);
+  return ctx.input(0, at);
+}
+
 // Trilu: keeps x[.., r, c] where c - r >= k (upper) or c - r <= k (lower).
 Expr lower_trilu(LowerContext& ctx, size_t, const Idx& index) {
   int64_t k = 0;
@@ -184,6 +204,7 @@ void register_movement_lowerings(OpRegistry& r) {
   inj("Concat", lower_concat);
   inj("Gather", lower_gather);
   inj("GatherElements", lower_gather_elements);
+  inj("GatherND", lower_gather_nd);
   inj("Trilu", lower_trilu);
 }
 

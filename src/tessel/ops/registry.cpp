@@ -119,6 +119,7 @@ const OpRegistry& OpRegistry::global() {
     register_quantize_lowerings(r);
     register_resize_lowerings(r);
     register_scatter_lowerings(r);
+    register_grid_lowerings(r);
     return r;
   }();
   return reg;

@@ -170,5 +170,6 @@ void register_layout_lowerings(OpRegistry& r);
 void register_quantize_lowerings(OpRegistry& r);
 void register_resize_lowerings(OpRegistry& r);
 void register_scatter_lowerings(OpRegistry& r);
+void register_grid_lowerings(OpRegistry& r);
 
 }  // namespace tessel
