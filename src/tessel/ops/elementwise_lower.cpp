@@ -133,6 +133,12 @@ Expr lower_binary(LowerContext& ctx, size_t, const Idx& idx) {
   return loop::cast(ctx.out_dtype(), F(ctx, o.a, o.b));
 }
 
+// SwiGLU: Swish(A) * B (same shapes).
+Expr swiglu_(LowerContext& ctx, const Expr& a, const Expr& b) {
+  if (!is_float(a.dtype())) ctx.unsupported("non-float input");
+  return swish_(ctx.node, a) * b;
+}
+
 template <BinaryOp Op>
 Expr plain(LowerContext&, const Expr& a, const Expr& b) { return bin(Op, a, b); }
 
@@ -287,6 +293,7 @@ void register_elementwise_lowerings(OpRegistry& r) {
   ew("Pow", lower_binary<pow_>);
   ew("BitShift", lower_binary<bitshift_>);
   ew("PRelu", lower_binary<prelu_>);
+  ew("SwiGLU", lower_binary<swiglu_>);
   ew("Equal", lower_binary<plain<BinaryOp::Eq>>);
   ew("Less", lower_binary<plain<BinaryOp::Lt>>);
   ew("LessOrEqual", lower_binary<plain<BinaryOp::Le>>);

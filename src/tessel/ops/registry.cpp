@@ -120,6 +120,7 @@ const OpRegistry& OpRegistry::global() {
     register_resize_lowerings(r);
     register_scatter_lowerings(r);
     register_grid_lowerings(r);
+    register_signal_lowerings(r);
     return r;
   }();
   return reg;

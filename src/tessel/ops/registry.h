@@ -171,5 +171,6 @@ void register_quantize_lowerings(OpRegistry& r);
 void register_resize_lowerings(OpRegistry& r);
 void register_scatter_lowerings(OpRegistry& r);
 void register_grid_lowerings(OpRegistry& r);
+void register_signal_lowerings(OpRegistry& r);
 
 }  // namespace tessel
