@@ -26,6 +26,7 @@ const std::map<std::string, std::set<size_t>>& shape_operands() {
       {"ReduceLogSumExp", {1}}, {"ReduceSumSquare", {1}}, {"Reshape", {1}},   {"Expand", {1}},
       {"Squeeze", {1}},    {"Unsqueeze", {1}},      {"Slice", {1, 2, 3, 4}},  {"Pad", {1, 3}},
       {"Tile", {1}},       {"Split", {1}},          {"TopK", {1}},            {"ConstantOfShape", {0}},
+      {"CumProd", {1}},
       {"Resize", {2, 3}},  {"OneHot", {1}},         {"CumSum", {1}},          {"Trilu", {1}},
       {"Range", {0, 1, 2}}, {"CenterCropPad", {1, 2}},
   };
