@@ -202,6 +202,29 @@ TEST(LoopMath, F32Pow) {
   EXPECT_LE(e, 1);
 }
 
+// pow(x, 2|3|4) with a constant exponent takes the product path.
+TEST(LoopMath, F32PowSmallIntegerConstantExponent) {
+  std::vector<float> xs = f32_sweep(-1e13f, 1e13f, 20000);
+  for (float f : {1e-20f, -1e-15f, 3e12f, -2e9f, 5e10f}) xs.push_back(f);
+  for (int n = 2; n <= 4; ++n) {
+    const std::string e = std::to_string(n) + ".0f32";
+    Kernel k = expand_math(parse_kernel("kernel m(in %a: f32[n], out %o: f32[n]) syms(n) {\n  for i in [0, n) {\n"
+                                        "    o[i] = pow(a[i], " + e + ")\n  }\n}\n"));
+    verify(k);
+    EXPECT_EQ(print(k).find("exp"), std::string::npos) << "not the product path:\n" << print(k);
+    std::vector<float> o(xs.size());
+    ASSERT_EQ(run_kernel(k, {xs.data(), o.data()}, {static_cast<int64_t>(xs.size())}), 0);
+    double worst = 0;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const long double ref = std::pow(static_cast<long double>(xs[i]), n);
+      worst = std::max(worst, ulp_error<float>(o[i], ref));
+      if (xs[i] == 0) EXPECT_EQ(std::signbit(o[i]), std::signbit(std::pow(xs[i], static_cast<float>(n)))) << n;
+    }
+    std::printf("f32 pow(x, %d) max error %.3f ulp\n", n, worst);
+    EXPECT_LE(worst, 0.5 + 1e-6) << n;
+  }
+}
+
 TEST(LoopMath, SpecialValues) {
   Kernel ex = expanded("exp", "f32", false);
   auto o = run<float>(ex, {-INFINITY, 100.0f, NAN, 0.0f}, {});

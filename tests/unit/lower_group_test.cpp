@@ -147,6 +147,24 @@ TEST(LowerGroup, MatMulWithBroadcastBatchAndEpilogue) {
   b.output(b.op("Relu", {b.op("Add", {b.op("MatMul", {x, w}), bias})}));
   auto r = testing::expect_lowered_matches(m);
   EXPECT_EQ(r.kernels, 1u);
+  EXPECT_EQ(r.gemm_kernels, 1u);
+}
+
+// torch's Linear on [batch, seq, features]: Reshape -> Gemm -> Reshape, with
+// an activation after it, is one packed GEMM with its epilogue.
+TEST(LowerGroup, GemmBetweenReshapesIsPackedGemm) {
+  Model m;
+  GraphBuilder b(m);
+  Value* x = b.input("x", DType::F32, {2, 3, 6});
+  Value* w = b.input("w", DType::F32, {6, 5});
+  Value* bias = b.input("bias", DType::F32, {5});
+  Value* flat = b.op("Reshape", {x, b.constant(Tensor::from_i64({6, 6}))});
+  Value* y = b.op("Gemm", {flat, w, bias});
+  Value* back = b.op("Reshape", {y, b.constant(Tensor::from_i64({2, 3, 5}))});
+  b.output(b.op("Mul", {b.op("Tanh", {back}), back}));
+  auto r = testing::expect_lowered_matches(m);
+  EXPECT_EQ(r.kernels, 1u);
+  EXPECT_EQ(r.gemm_kernels, 1u);
 }
 
 TEST(LowerGroup, MatMulVectorOperandsAndGemm) {
@@ -237,6 +255,21 @@ TEST(LowerGroup, ContractionTakesOnlyMovementProducers) {
   b.output(b.op("MatMul", {g, wt}));
   auto r = testing::expect_lowered_matches(m);
   EXPECT_EQ(r.kernels, 2u);  // Tanh, then Transpose+MatMul
+}
+
+// The same through an injective member: Tanh -> Reshape -> MatMul keeps Tanh
+// out of the contraction's group (GPT-2's GELU in front of its Gemm).
+TEST(LowerGroup, ContractionPrologueStaysInjectiveThroughMovement) {
+  Model m;
+  GraphBuilder b(m);
+  Value* x = b.input("x", DType::F32, {2, 3, 6});
+  Value* w = b.input("w", DType::F32, {6, 5});
+  Value* shape = b.constant(Tensor::from_i64({6, 6}));
+  Value* g = b.op("Tanh", {x});
+  Value* r2 = b.op("Reshape", {g, shape});
+  b.output(b.op("MatMul", {r2, w}));
+  auto r = testing::expect_lowered_matches(m);
+  EXPECT_EQ(r.kernels, 2u);  // Tanh, then Reshape+MatMul
 }
 
 }  // namespace

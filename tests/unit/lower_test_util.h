@@ -23,6 +23,7 @@ struct EvalRun {
   std::vector<RtValue> outputs;
   size_t kernels = 0;       // groups run as lowered kernels
   size_t interpreted = 0;   // groups run by the interpreter
+  size_t gemm_kernels = 0;  // kernels built by the packed GEMM schedule
 };
 
 // Runs m with every compiled group lowered (as driver/compiler.h plans it) and
@@ -72,6 +73,7 @@ inline EvalRun run_lowered(const Model& m, const std::vector<RtValue>& inputs) {
     if (rc != 0) throw Error(lg.kernel.assert_messages().at(static_cast<size_t>(rc - 1)));
     vals[out] = RtValue(result);
     ++r.kernels;
+    if (lg.schedule == "gemm") ++r.gemm_kernels;
   }
   for (const Value* v : g.outputs) r.outputs.push_back(v->constant ? RtValue(*v->constant) : vals.at(v));
   return r;

@@ -12,6 +12,7 @@
 // a product of another shape) falls back to the generic loop nest.
 #include <optional>
 
+#include "tessel/loop/simplify.h"
 #include "tessel/loop/visit.h"
 #include "tessel/lower/group_lowerer.h"
 #include "tessel/schedule/gemm.h"
@@ -88,13 +89,20 @@ std::optional<LoweredGroup> GroupLowerer::try_contraction() {
 std::optional<LoweredGroup> GroupLowerer::lower_contraction(const Node& c) {
   const Value* out = group_.root->outputs.at(group_.root_output);
   const Value* cout = c.outputs.at(0);
-  if (!out->type.has_shape() || !cout->type.has_shape() || *out->type.shape != *cout->type.shape) return std::nullopt;
+  // The root's shape may differ from the contraction's (Gemm -> Reshape to
+  // [batch, seq, features]): the probe below decides whether its index still
+  // splits into rows (gi*) and columns (gj).
+  if (!out->type.has_shape() || !cout->type.has_shape()) return std::nullopt;
   if (!loop::is_computable(out->type.dtype)) return std::nullopt;
   const Shape& dims = *out->type.shape;
   const size_t r = dims.size();
   if (r < 2) return std::nullopt;
-  for (const Value* in : c.inputs)
-    if (in && (!in->type.has_shape() || in->type.shape->size() < 2)) return std::nullopt;
+  // A and B must be matrices (or batches of them); Gemm's C may be anything
+  // that broadcasts.
+  for (size_t i = 0; i < 2; ++i) {
+    const Value* in = c.inputs.at(i);
+    if (!in->type.has_shape() || in->type.shape->size() < 2) return std::nullopt;
+  }
   // B without batch dims: A's batch dims fold into M (a Linear layer on
   // [batch, seq, features]); otherwise loop over the batch.
   const bool folded = c.inputs[1]->type.shape->size() == 2;
@@ -115,7 +123,19 @@ std::optional<LoweredGroup> GroupLowerer::lower_contraction(const Node& c) {
   output_levels_ = 1;
   value_at(out, probe_index);
   if (!gemm_.a.defined()) return std::nullopt;
-  const Expr a = gemm_.a, b = gemm_.b, k = gemm_.k, K = gemm_.acc;
+  const Expr K = gemm_.acc, k = gemm_.k;
+  // Ranges of the probe's variables turn the index arithmetic of reshapes
+  // between the contraction and the root back into plain indices
+  // (((gi * N + gj) floordiv N) => gi when 0 <= gj < N).
+  loop::Bounds bounds;
+  const auto bound = [&](const std::string& v, const Dim& d) {
+    if (d.is_const() && d.value() > 0) bounds[v] = {0, d.value() - 1};
+  };
+  for (size_t d = 0; d < nbatch; ++d) bound(gb[d]->name, dims[d]);
+  for (size_t d = 0; d < gi.size(); ++d) bound(gi[d]->name, dims[nbatch + d]);
+  bound("gj", dims.back());
+  if (K->kind == loop::ExprKind::IntImm && K->int_value > 0) bounds[k->name] = {0, K->int_value - 1};
+  const Expr a = loop::simplify(gemm_.a, bounds), b = loop::simplify(gemm_.b, bounds);
   if (loop::mentions_var(a, "gj") || mentions_any(b, gi)) return std::nullopt;
 
   Dim M = 1;
@@ -137,19 +157,25 @@ std::optional<LoweredGroup> GroupLowerer::lower_contraction(const Node& c) {
   };
   ops.b = [&](const Expr& kk, const Expr& j) { return loop::substitute(b, {{k->name, kk}, {"gj", j}}); };
   loop::BufferRef out_buf = make_buffer(str_cat("out", params_.size()), out->type.dtype, shape, loop::BufferScope::Param);
+  // Built at variables with known ranges (so reshapes simplify as in the
+  // probe), then instantiated at the micro-kernel's (i, j).
+  const Expr ei = loop::var("gei"), ej = loop::var("gej");
+  if (M.is_const() && M.value() > 0) bounds[ei->name] = {0, M.value() - 1};
+  bound(ej->name, dims.back());
   ops.epilogue = [&](const Expr& i, const Expr& j, const Expr& acc) {
     gemm_.probing = false;
     gemm_.acc = acc;
     memo_.clear();
     levels_.assign(1, Level{});
     Idx index = gb;
-    const Idx at = delinearize(i, lead_dims);
+    const Idx at = delinearize(ei, lead_dims);
     index.insert(index.end(), at.begin(), at.end());
-    index.push_back(j);
+    index.push_back(ej);
     const Expr v = value_at(out, index);
     std::vector<Stmt> stmts = levels_[0].stmts;
     stmts.push_back(loop::store(out_buf, index, v));
-    return wrap_allocs(levels_[0].allocs, loop::seq(stmts));
+    const Stmt st = loop::simplify(wrap_allocs(levels_[0].allocs, loop::seq(stmts)), bounds);
+    return loop::substitute(st, {{ei->name, i}, {ej->name, j}});
   };
 
   GemmSchedule gs = default_gemm_schedule(sched_.cpu, hint(M), hint(dims.back()), -1);
@@ -172,7 +198,9 @@ std::optional<LoweredGroup> GroupLowerer::lower_contraction(const Node& c) {
     if (sched_.parallel) parallel_extent = nbd;
   }
   gemm_ = GemmCapture{};
-  return finish(body, out_buf, parallel_extent);
+  LoweredGroup lg = finish(body, out_buf, parallel_extent);
+  lg.schedule = "gemm";
+  return lg;
 }
 
 }  // namespace tessel::lowering

@@ -42,6 +42,9 @@ struct LoweredGroup {
   std::vector<const Value*> params;  // graph value per kernel param (inputs, then the output)
   // Iterations of the kernel's top-level parallel loop (nullopt: none).
   std::optional<Dim> parallel_extent;
+  // The schedule that built the nest: "gemm" (packed register-blocked GEMM,
+  // schedule/gemm.h) or "nest" (the generic loop nest).
+  std::string schedule = "nest";
 };
 
 // Throws LoweringUnsupported (ops/lowering.h) naming the node that has no

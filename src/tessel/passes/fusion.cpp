@@ -99,6 +99,9 @@ FusionPlan plan_fusion(const Graph& g, const OpRegistry& reg, const std::set<con
   std::map<const Node*, size_t> group_of;
   std::vector<const Node*> roots;
   std::vector<bool> compiled;
+  // Members whose value flows into a contraction's operand within their
+  // group (through injective members): only injective nodes may join them.
+  std::set<const Node*> prologue;
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const Node* n = *it;
     const bool can = compilable(*n, reg, opaque);
@@ -108,11 +111,15 @@ FusionPlan plan_fusion(const Graph& g, const OpRegistry& reg, const std::set<con
         const size_t gid = group_of.at(c->second.front());
         const bool injective = fusion_kind(*n, reg) == FusionKind::Injective;
         bool same = compiled[gid] && used_outputs(*roots[gid]) == 1;
-        for (const Node* consumer : c->second)
-          same = same && group_of.at(consumer) == gid &&
-                 (injective || fusion_kind(*consumer, reg) != FusionKind::Contraction);
-        if (same) {
+        bool feeds_contraction = false;
+        for (const Node* consumer : c->second) {
+          same = same && group_of.at(consumer) == gid;
+          feeds_contraction = feeds_contraction || fusion_kind(*consumer, reg) == FusionKind::Contraction ||
+                              prologue.count(consumer);
+        }
+        if (same && (injective || !feeds_contraction)) {
           group_of[n] = gid;
+          if (feeds_contraction) prologue.insert(n);
           continue;
         }
       }

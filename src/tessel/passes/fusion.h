@@ -13,8 +13,9 @@
 //     become one kernel; the lowering hoists each reduction to the loop level
 //     it depends on, so a row statistic is computed once per row);
 //   - Contractions (MatMul, Gemm) join consumers (epilogues), but only
-//     Injective producers join a contraction: anything else would be
-//     recomputed once per output column;
+//     Injective producers join a contraction, directly or through other
+//     injective members (a GELU behind a Reshape in front of a Gemm stays
+//     out): anything else would be recomputed once per output column;
 //   - nodes in `roots` start a group of their own (the lowering found that
 //     inlining them would recompute them inside another reduction's loop);
 //   - a compiled node with several used outputs (Split) is a root, with one

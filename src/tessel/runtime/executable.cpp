@@ -1,6 +1,7 @@
 #include "tessel/runtime/executable.h"
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <set>
 
@@ -169,7 +170,7 @@ void Executable::run_interp(const Node& n, RunState& st) const {
   }
 }
 
-std::vector<RtValue> Executable::run(const std::vector<RtValue>& inputs) const {
+std::vector<RtValue> Executable::run(const std::vector<RtValue>& inputs, RunProfile* profile) const {
   const Graph& g = *model_.graph;
   TS_CHECK(inputs.size() == g.inputs.size(), "the model takes ", g.inputs.size(), " inputs, got ", inputs.size());
   RunState st;
@@ -183,10 +184,13 @@ std::vector<RtValue> Executable::run(const std::vector<RtValue>& inputs) const {
     st.plan = memory_plan(st.bindings);
     if (!st.plan->offsets.empty()) st.arena = allocate_arena(st.plan->peak_bytes);
   }
+  if (profile) profile->step_seconds.assign(steps_.size(), 0.0);
   for (size_t i = 0; i < steps_.size(); ++i) {
     const Step& s = steps_[i];
+    const auto t0 = std::chrono::steady_clock::now();
     if (s.kernel) run_kernel(*s.kernel, st);
     else run_interp(*s.interp, st);
+    if (profile) profile->step_seconds[i] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     for (size_t sl : free_after_[i]) {
       st.values[sl] = RtValue();
       st.arena_ptrs[sl] = nullptr;

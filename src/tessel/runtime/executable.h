@@ -28,6 +28,12 @@
 
 namespace tessel {
 
+// Wall time of each step of one run (seconds, indexed like steps()), filled
+// when a RunProfile is passed to run(); timing adds two clock reads per step.
+struct RunProfile {
+  std::vector<double> step_seconds;
+};
+
 struct ExecutableOptions {
   int threads = 0;              // <= 0: ThreadPool::default_threads()
   bool memory_planning = true;  // false: every kernel output is its own allocation
@@ -41,7 +47,7 @@ class Executable {
 
   // Inputs in graph input order; outputs in graph output order. Checks the
   // inputs against the declared types and binds the symbols from their shapes.
-  std::vector<RtValue> run(const std::vector<RtValue>& inputs) const;
+  std::vector<RtValue> run(const std::vector<RtValue>& inputs, RunProfile* profile = nullptr) const;
   // The same for models whose inputs and outputs are all tensors.
   std::vector<Tensor> run_tensors(const std::vector<Tensor>& inputs) const;
 

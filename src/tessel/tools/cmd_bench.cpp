@@ -27,6 +27,39 @@ std::string fixed(double v, int decimals) {
   return buf;
 }
 
+// What a step computes, for the profile: the kernel's name and its ops, or
+// the node the interpreter runs.
+std::string step_label(const Step& s) {
+  if (!s.kernel) return str_cat("interpreter ", s.interp->describe());
+  std::string ops;
+  for (const Node* n : s.kernel->nodes) ops += (ops.empty() ? "" : ",") + n->op;
+  return str_cat(s.kernel->name, " [", ops, "]");
+}
+
+struct ProfileRow {
+  size_t step;
+  std::string what;
+  double median_ms, share;
+};
+
+// The `top` slowest steps: median time over the runs and its share of the
+// summed medians.
+std::vector<ProfileRow> profile_rows(const Executable& exe, const std::vector<RunProfile>& runs, int top) {
+  std::vector<ProfileRow> rows;
+  double total = 0;
+  for (size_t i = 0; i < exe.steps().size(); ++i) {
+    std::vector<double> t;
+    for (const RunProfile& r : runs) t.push_back(r.step_seconds[i] * 1e3);
+    std::sort(t.begin(), t.end());
+    rows.push_back({i, step_label(exe.steps()[i]), quantile(t, 0.5), 0});
+    total += rows.back().median_ms;
+  }
+  std::sort(rows.begin(), rows.end(), [](const ProfileRow& x, const ProfileRow& y) { return x.median_ms > y.median_ms; });
+  if (rows.size() > static_cast<size_t>(top)) rows.resize(static_cast<size_t>(top));
+  for (ProfileRow& r : rows) r.share = total > 0 ? r.median_ms / total : 0;
+  return rows;
+}
+
 }  // namespace
 
 int cmd_bench(const BenchArgs& a, const CommonArgs& c) {
@@ -39,11 +72,15 @@ int cmd_bench(const BenchArgs& a, const CommonArgs& c) {
   for (int i = 0; i < a.warmup; ++i) p.run();
   using Clock = std::chrono::steady_clock;
   std::vector<double> ms;
+  TS_CHECK(a.profile >= 0, "--profile must be >= 0, got ", a.profile);
+  TS_CHECK(a.profile == 0 || p.exe, "--profile needs a compiled target (--target cpu)");
+  std::vector<RunProfile> profiles(a.profile > 0 ? a.iters : 0);
   for (int i = 0; i < a.iters; ++i) {
     const auto t0 = Clock::now();
-    p.run();
+    p.run(a.profile > 0 ? &profiles[i] : nullptr);
     ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
   }
+  const std::vector<ProfileRow> prof = a.profile > 0 ? profile_rows(*p.exe, profiles, a.profile) : std::vector<ProfileRow>{};
   std::sort(ms.begin(), ms.end());
   const double median = quantile(ms, 0.5), p10 = quantile(ms, 0.1), p90 = quantile(ms, 0.9);
   const double compile_s = p.compile_ms / 1000, load_s = p.load_ms / 1000;
@@ -61,12 +98,27 @@ int cmd_bench(const BenchArgs& a, const CommonArgs& c) {
     j.set("min_ms", ms.front());
     j.set("compile_s", compile_s);
     j.set("load_s", load_s);
+    if (a.profile > 0) {
+      Json rows = Json::array();
+      for (const ProfileRow& r : prof) {
+        Json row = Json::object();
+        row.set("step", static_cast<int64_t>(r.step));
+        row.set("what", r.what);
+        row.set("median_ms", r.median_ms);
+        row.set("share", r.share);
+        rows.push(row);
+      }
+      j.set("profile", rows);
+    }
     std::cout << j.dump() << "\n";
   } else {
     std::cout << a.model << ": median " << fixed(median, 3) << " ms (p10 " << fixed(p10, 3) << ", p90 "
               << fixed(p90, 3) << ", min " << fixed(ms.front(), 3) << ") over " << a.iters << " runs after "
               << a.warmup << " warm-up; target " << target_name(o.target) << ", " << threads << " threads; compile "
               << fixed(compile_s, 3) << " s, load " << fixed(load_s, 3) << " s\n";
+    for (const ProfileRow& r : prof)
+      std::cout << "  " << fixed(r.median_ms, 3) << " ms  " << fixed(100 * r.share, 1) << "%  step " << r.step << "  "
+                << r.what << "\n";
   }
   return 0;
 }

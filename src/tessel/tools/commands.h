@@ -45,6 +45,7 @@ struct BenchArgs {
   int warmup = 3;
   int iters = 20;
   uint64_t seed = 0;
+  int profile = 0;  // > 0: print the this many slowest steps (median per step over the timed runs)
 };
 int cmd_bench(const BenchArgs& a, const CommonArgs& c);
 

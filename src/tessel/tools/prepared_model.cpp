@@ -61,8 +61,8 @@ PreparedModel prepare_model(const std::string& path, const std::vector<std::stri
   return p;
 }
 
-std::vector<RtValue> PreparedModel::run() const {
-  if (exe) return exe->run(inputs);
+std::vector<RtValue> PreparedModel::run(RunProfile* profile) const {
+  if (exe) return exe->run(inputs, profile);
   return Interpreter().run(*model->graph, inputs);
 }
 

@@ -20,7 +20,8 @@ struct PreparedModel {
   double load_ms = 0;               // reading the model file
   double compile_ms = 0;            // pass pipeline (and code generation, target cpu)
   const Graph& graph() const { return exe ? *exe->model().graph : *model->graph; }
-  std::vector<RtValue> run() const;
+  // `profile` (target cpu only) receives each step's time.
+  std::vector<RtValue> run(RunProfile* profile = nullptr) const;
 };
 
 // `input_specs`: NAME=FILE.npy. Notes (random inputs, default symbols) go to stderr.

@@ -107,6 +107,9 @@ int main(int argc, char** argv) {
       ->allow_extra_args(false)
       ->type_name("NAME=FILE");
   bench->add_option("--seed", bench_args.seed, "Seed of the random inputs (default 0)");
+  bench->add_option("--profile", bench_args.profile,
+                    "Also time each step and list the N slowest (median over the timed runs; target cpu)")
+      ->type_name("N");
   add_common(bench, &common);
 
   CLI::App* test = app.add_subcommand("test-onnx", "Run ONNX test cases (model.onnx + test_data_set_*) in one process");
