@@ -167,6 +167,36 @@ TEST(LowerGroup, GemmBetweenReshapesIsPackedGemm) {
   EXPECT_EQ(r.gemm_kernels, 1u);
 }
 
+// SwiGLU: silu(x W1) * (x W3) holds two contractions; each becomes a packed
+// GEMM (the first stored, the second with the product as its epilogue).
+TEST(LowerGroup, TwoContractionsAreTwoGemms) {
+  Model m;
+  GraphBuilder b(m);
+  Value* x = b.input("x", DType::F32, {5, 8});
+  Value* w1 = b.input("w1", DType::F32, {8, 12});
+  Value* w3 = b.input("w3", DType::F32, {8, 12});
+  Value* g = b.op("MatMul", {x, w1});
+  Value* silu = b.op("Mul", {g, b.op("Sigmoid", {g})});
+  b.output(b.op("Mul", {silu, b.op("MatMul", {x, w3})}));
+  auto r = testing::expect_lowered_matches(m);
+  EXPECT_EQ(r.gemm_kernels, 2u);
+}
+
+// A consumer that mixes rows and columns (attention's head transpose) does
+// not fit the epilogue: the product is stored by a packed GEMM and the
+// transpose is a kernel of its own.
+TEST(LowerGroup, TransposeAfterMatMulIsItsOwnKernel) {
+  Model m;
+  GraphBuilder b(m);
+  Value* x = b.input("x", DType::F32, {2, 4, 6});
+  Value* w = b.input("w", DType::F32, {2, 6, 5});
+  Value* y = b.op("MatMul", {x, w});
+  b.output(b.op("Transpose", {y}, {{"perm", Attribute::of_ints({0, 2, 1})}}));
+  auto r = testing::expect_lowered_matches(m);
+  EXPECT_EQ(r.kernels, 2u);
+  EXPECT_EQ(r.gemm_kernels, 1u);
+}
+
 TEST(LowerGroup, MatMulVectorOperandsAndGemm) {
   {
     Model m;

@@ -64,26 +64,39 @@ Expr GroupLowerer::contraction_reduce(ReduceOp op, const Expr& init, const Idx& 
   return loop::var("gacc", DType::F32);
 }
 
+// A float MatMul or Gemm: what the packed GEMM can take.
+bool gemm_candidate(const Node& n) {
+  return n.domain.empty() && (n.op == "MatMul" || n.op == "Gemm") && n.outputs.at(0)->type.dtype == DType::F32;
+}
+
 std::optional<LoweredGroup> GroupLowerer::try_contraction() {
   if (!sched_.gemm) return std::nullopt;
   const Node* c = nullptr;
   for (const Node* n : group_.nodes) {
     const OpSchema* s = reg_.find(n->domain, n->op);
     if (s && s->fusion == FusionKind::Contraction) {
-      if (c) return std::nullopt;
+      // Two contractions (SwiGLU's gate and up projections): the first one
+      // gets its own kernel, so that each can be a packed GEMM.
+      if (c) throw FusionRejected(str_cat(c->describe(), ": a second contraction in the group"), c);
       c = n;
     }
   }
-  if (!c || (c->op != "MatMul" && c->op != "Gemm") || !c->domain.empty()) return std::nullopt;
+  if (!c || !gemm_candidate(*c)) return std::nullopt;
+  std::optional<LoweredGroup> lg;
   try {
-    return lower_contraction(*c);
+    lg = lower_contraction(*c);
   } catch (const NotGemm&) {
-    return std::nullopt;
   } catch (const LoweringUnsupported&) {
     return std::nullopt;  // the generic path reports it
   } catch (const FusionRejected&) {
-    return std::nullopt;
   }
+  // The consumers do not keep the rows/columns structure (a Transpose or a
+  // RoPE's Slice/Concat after the MatMul): store the product and run them in
+  // a kernel of their own rather than the generic nest, which would be a
+  // naive triple loop.
+  if (!lg && c != group_.root)
+    throw FusionRejected(str_cat(c->describe(), ": its consumers do not fit the GEMM epilogue"), c);
+  return lg;
 }
 
 std::optional<LoweredGroup> GroupLowerer::lower_contraction(const Node& c) {
