@@ -6,7 +6,7 @@
                       [--seq 128] [--models resnet18.ts17,gpt2.ts17,...]
 
 For each model: materialize it into OUT (cached), write random inputs as .npy
-(batch 1; token ids below the vocabulary size, attention masks of ones,
+(batch 1 or --batch; token ids below the vocabulary size, attention masks of ones,
 images standard normal), run
 
     tessel run MODEL --target T --seed 0 --save-outputs DIR --input NAME=FILE ... --json
@@ -45,6 +45,10 @@ def parse_args():
     p.add_argument("--out", default=os.path.join(ROOT, "build", "models"))
     p.add_argument("--target", default="reference")
     p.add_argument("--seq", type=int, default=128, help="sequence length of the text models with a symbolic seq")
+    p.add_argument("--batch", type=int, default=1,
+                   help="batch size of the models with a symbolic batch (models exported with a fixed batch keep it)")
+    p.add_argument("--require-compiled", action="store_true",
+                   help="fail a model when any node ran on the reference interpreter (target cpu)")
     p.add_argument("--models", default="", help="comma-separated subset (e.g. resnet18.ts17,gpt2.ts17)")
     p.add_argument("--timeout", type=float, default=900, help="seconds for one tessel run")
     p.add_argument("--rtol", type=float, default=1e-3)
@@ -66,7 +70,7 @@ def materialize(skel, out_path, models_dir):
     return time.time() - t0
 
 
-def make_inputs(model_path, stem, seq):
+def make_inputs(model_path, stem, seq, batch=1):
     import numpy as np
     import onnx
     from onnx import helper
@@ -85,7 +89,7 @@ def make_inputs(model_path, stem, seq):
             if d.HasField("dim_value"):
                 shape.append(d.dim_value)
             else:
-                shape.append(1 if "batch" in d.dim_param else seq)
+                shape.append(batch if "batch" in d.dim_param else seq)
         dt = helper.tensor_dtype_to_np_dtype(tt.elem_type)
         if np.issubdtype(dt, np.integer):
             if "mask" in vi.name:
@@ -150,7 +154,7 @@ def check_model(args, skel):
     except subprocess.CalledProcessError as e:
         res["message"] = f"materialize.py failed: {e}"
         return res
-    feeds = make_inputs(model_path, stem, args.seq)
+    feeds = make_inputs(model_path, stem, args.seq, args.batch)
     work = os.path.join(args.out, stem + ".run")
     in_dir = os.path.join(work, "inputs")
     out_dir = os.path.join(work, "outputs")
@@ -177,6 +181,7 @@ def check_model(args, skel):
         return res
     doc = json.loads(p.stdout)
     res["tessel_ms"] = round(doc.get("time_ms", 0), 1)
+    res["interpreter_ops"] = doc.get("interpreter_ops", [])
 
     ort_outs, ort_ms = run_ort(model_path, feeds)
     res["ort_ms"] = round(ort_ms, 1)
@@ -193,6 +198,9 @@ def check_model(args, skel):
             msgs.append(msg)
         if stats and (worst is None or stats["max_err"] > worst["max_err"]):
             worst = stats
+    if args.require_compiled and res["interpreter_ops"]:
+        ok_all = False
+        msgs.append("ran on the interpreter: " + ", ".join(res["interpreter_ops"]))
     res["ok"] = ok_all
     res["message"] = "; ".join(msgs)
     if worst:
@@ -220,7 +228,7 @@ def main():
             secs = materialize(s, os.path.join(args.out, stem + ".onnx"), args.models_dir)
             print(f"materialized {stem} ({secs:.1f} s)", flush=True)
         return 0
-    print(f"comparing {len(skels)} models with ONNX Runtime (target {args.target}, batch 1, seq {args.seq})", flush=True)
+    print(f"comparing {len(skels)} models with ONNX Runtime (target {args.target}, batch {args.batch}, seq {args.seq})", flush=True)
     results = []
     t_all = time.time()
     for s in skels:
