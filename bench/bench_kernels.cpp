@@ -2,9 +2,10 @@
 // measurement, not a test):
 //   - FmaPeak: a loop-IR kernel of independent vector FMA chains, the
 //     single-core ceiling the GEMM figures are compared with;
-//   - Gemm/M/N/K/threads: the packed GEMM schedule (schedule/gemm.h) on
-//     random f32 inputs, reporting GFLOP/s and the fraction of
-//     threads x the measured single-core FMA peak.
+//   - Gemm/M/N/K/threads/tiles/tb/batch: the packed GEMM schedule
+//     (schedule/gemm.h) on random f32 inputs (tb: B stored [N, K]; batch:
+//     that many independent products), reporting GFLOP/s and the fraction
+//     of threads x the measured single-core FMA peak.
 // The peak is measured once before the benchmarks run (best of a few runs),
 // so that every GEMM row carries its fraction. Times are wall-clock
 // (manual timing), since threaded rows run on several cores; each row also
@@ -13,6 +14,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -243,8 +245,8 @@ BENCHMARK(BM_FmaPeak)->UseManualTime()->Unit(benchmark::kMillisecond)->Repetitio
 // The default schedule, or TESSEL_GEMM_SCHEDULE="mr,nr,mc,kc,nc" for tuning
 // experiments (kc and nc are capped at K and N rounded up to nr);
 // TESSEL_GEMM_PACK_A=0/1 overrides the A packing.
-GemmSchedule schedule_for(int64_t M, int64_t N, int64_t K, bool tiles) {
-  GemmSchedule s = default_gemm_schedule(host(), M, N, K, tiles);
+GemmSchedule schedule_for(int64_t M, int64_t N, int64_t K, bool tiles, int64_t batch) {
+  GemmSchedule s = default_gemm_schedule(host(), M, N, K, tiles, batch);
   if (const char* env = std::getenv("TESSEL_GEMM_SCHEDULE")) {
     if (std::sscanf(env, "%d,%d,%d,%d,%d", &s.mr, &s.nr, &s.mc, &s.kc, &s.nc) != 5)
       std::fprintf(stderr, "TESSEL_GEMM_SCHEDULE: want mr,nr,mc,kc,nc\n"), std::exit(2);
@@ -255,6 +257,15 @@ GemmSchedule schedule_for(int64_t M, int64_t N, int64_t K, bool tiles) {
   return s;
 }
 
+// One benchmarked product: `batch` GEMMs of M x N x K, B stored [K, N] or,
+// with trans_b, [N, K] (transposed weights, attention's K).
+struct GemmShape {
+  int64_t M, N, K;
+  bool tiles, trans_b;
+  int64_t batch;
+  auto key() const { return std::tuple(M, N, K, tiles, trans_b, batch); }
+};
+
 struct GemmKernel {
   GemmSchedule schedule;
   std::unique_ptr<cpu::KernelLibrary> lib;
@@ -263,19 +274,23 @@ struct GemmKernel {
   double compile_s = 0;
 };
 
-const GemmKernel& gemm_kernel(int64_t M, int64_t N, int64_t K, bool tiles) {
-  static std::map<std::tuple<int64_t, int64_t, int64_t, bool>, GemmKernel> cache;
-  auto [it, fresh] = cache.try_emplace({M, N, K, tiles});
+const GemmKernel& gemm_kernel(const GemmShape& sh) {
+  static std::map<decltype(sh.key()), GemmKernel> cache;
+  auto [it, fresh] = cache.try_emplace(sh.key());
   GemmKernel& g = it->second;
   if (!fresh) return g;
-  auto a = make_buffer("a", {Expr(M), Expr(K)}), b = make_buffer("b", {Expr(K), Expr(N)});
-  auto out = make_buffer("out", {Expr(M), Expr(N)});
+  const int64_t M = sh.M, N = sh.N, K = sh.K;
+  auto a = make_buffer("a", {Expr(sh.batch), Expr(M), Expr(K)});
+  auto b = make_buffer("b", sh.trans_b ? std::vector<Expr>{Expr(sh.batch), Expr(N), Expr(K)}
+                                       : std::vector<Expr>{Expr(sh.batch), Expr(K), Expr(N)});
+  auto out = make_buffer("out", {Expr(sh.batch), Expr(M), Expr(N)});
   GemmOperands ops;
-  ops.M = M, ops.N = N, ops.K = K;
-  ops.a = [&](Expr i, Expr k) { return load(a, {i, k}); };
-  ops.b = [&](Expr k, Expr j) { return load(b, {k, j}); };
-  ops.epilogue = [&](Expr i, Expr j, Expr acc) { return store(out, {i, j}, acc); };
-  g.schedule = schedule_for(M, N, K, tiles);
+  ops.M = M, ops.N = N, ops.K = K, ops.batch = sh.batch, ops.batch_var = "bb";
+  const Expr p = sh.batch == 1 ? Expr(0) : var("bb");
+  ops.a = [&](Expr i, Expr k) { return load(a, {p, i, k}); };
+  ops.b = [&](Expr k, Expr j) { return sh.trans_b ? load(b, {p, j, k}) : load(b, {p, k, j}); };
+  ops.epilogue = [&](Expr i, Expr j, Expr acc) { return store(out, {p, i, j}, acc); };
+  g.schedule = schedule_for(M, N, K, sh.tiles, sh.batch);
   Kernel k;
   k.name = "gemm";
   k.params = {a, b, out};
@@ -290,12 +305,14 @@ const GemmKernel& gemm_kernel(int64_t M, int64_t N, int64_t K, bool tiles) {
 }
 
 void BM_Gemm(benchmark::State& state) {
-  const int64_t M = state.range(0), N = state.range(1), K = state.range(2);
+  const GemmShape sh{state.range(0), state.range(1), state.range(2), state.range(4) != 0, state.range(5) != 0,
+                     state.range(6)};
+  const int64_t M = sh.M * sh.batch, N = sh.N, K = sh.K;  // the operands' sizes, batch folded into M
   const int threads = static_cast<int>(state.range(3));
-  const GemmKernel& g = gemm_kernel(M, N, K, state.range(4) != 0);
+  const GemmKernel& g = gemm_kernel(sh);
   std::mt19937 rng(42);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> a(M * K), b(K * N), out(M * N);
+  std::vector<float> a(M * K), b(sh.batch * K * N), out(M * N);
   for (float& x : a) x = u(rng);
   for (float& x : b) x = u(rng);
   void* bufs[] = {a.data(), b.data(), out.data()};
@@ -314,22 +331,28 @@ void BM_Gemm(benchmark::State& state) {
   state.counters["compile_ms"] = g.compile_s * 1e3;
   state.SetLabel("mr=" + std::to_string(g.schedule.mr) + " nr=" + std::to_string(g.schedule.nr) +
                  " mc=" + std::to_string(g.schedule.mc) + " kc=" + std::to_string(g.schedule.kc) +
-                 " nc=" + std::to_string(g.schedule.nc));
+                 " nc=" + std::to_string(g.schedule.nc) + (g.schedule.pack_a ? "" : " A unpacked"));
 }
 
 void gemm_shapes(benchmark::internal::Benchmark* b) {
-  const std::vector<std::array<int64_t, 3>> shapes = {
-      {256, 256, 256},   {512, 512, 512},   {1024, 1024, 1024}, {2048, 2048, 2048},
-      {128, 768, 768},   {128, 3072, 768},  {128, 768, 3072},   {1, 1000, 512},
-      {3136, 64, 576},  // a 3x3 convolution, 64 -> 64 channels on 56x56, as an implicit GEMM
+  // {M, N, K, trans_b, batch}
+  const std::vector<std::array<int64_t, 5>> shapes = {
+      {256, 256, 256, 0, 1},    {512, 512, 512, 0, 1},   {1024, 1024, 1024, 0, 1}, {2048, 2048, 2048, 0, 1},
+      {128, 768, 768, 0, 1},    {128, 3072, 768, 0, 1},  {128, 768, 3072, 0, 1},   {1, 1000, 512, 0, 1},
+      {3136, 64, 576, 0, 1},  // a 3x3 convolution, 64 -> 64 channels on 56x56, as an implicit GEMM
+      // transformer shapes, batch 1, sequence 128: BERT/GPT-2 projections (GPT-2's fused QKV: N = 2304),
+      // Gemm with transB (weights stored [N, K]), attention per head (QK^T reads K stored [N, K]; PV),
+      // the LM heads of llama_tiny (B [512, 32000]) and GPT-2 (tied embeddings: B stored [50257, 768])
+      {128, 2304, 768, 0, 1},   {128, 768, 768, 1, 1},   {128, 3072, 768, 1, 1},   {128, 128, 64, 1, 12},
+      {128, 64, 128, 0, 12},    {128, 32000, 512, 0, 1}, {128, 50257, 768, 1, 1},
   };
-  // tiles=1: the parallel loop also runs over N blocks (opt-in schedule),
-  // shown where M alone gives few blocks.
+  // tiles=1: the parallel loop also runs over N blocks, shown where M alone
+  // gives few blocks.
   for (const auto& s : shapes)
     for (int64_t tiles : {0, 1})
       for (int64_t threads : {1, 2})
-        if (tiles == 0 || s[0] <= 1024) b->Args({s[0], s[1], s[2], threads, tiles});
-  b->ArgNames({"M", "N", "K", "threads", "tiles"});
+        if (tiles == 0 || s[0] <= 1024) b->Args({s[0], s[1], s[2], threads, tiles, s[3], s[4]});
+  b->ArgNames({"M", "N", "K", "threads", "tiles", "tb", "batch"});
 }
 BENCHMARK(BM_Gemm)
     ->Apply(gemm_shapes)

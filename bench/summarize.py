@@ -29,15 +29,17 @@ def main(paths):
     peak_cpu = max(b["GFLOPS_cpu"] for b in peak)
     print(f"FMA peak, one core (best median of {len(peak)} runs): {peak_wall:.1f} GFLOP/s wall clock, "
           f"{peak_cpu:.1f} GFLOP/s per CPU second\n")
-    print("| M x N x K | threads | tiles | GFLOP/s (wall) | % of threads x peak | GFLOP/s per CPU s | % of peak (CPU time) | schedule |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| M x N x K | B stored | threads | tiles | GFLOP/s (wall) | % of threads x peak | GFLOP/s per CPU s | % of peak (CPU time) | schedule |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for name, runs in rows.items():
         args = dict(re.findall(r"(\w+):(\d+)", name))
         threads = int(args["threads"])
         wall = max(b["GFLOPS"] for b in runs)
         cpu = max(b["GFLOPS_cpu"] for b in runs)
         label = runs[0].get("label", "")
-        print(f"| {args['M']} x {args['N']} x {args['K']} | {threads} | {args['tiles']} | {wall:.1f} | "
+        batch = f"{args['batch']} x " if args.get("batch", "1") != "1" else ""
+        layout = "[N, K]" if args.get("tb") == "1" else "[K, N]"
+        print(f"| {batch}{args['M']} x {args['N']} x {args['K']} | {layout} | {threads} | {args['tiles']} | {wall:.1f} | "
               f"{100 * wall / (threads * peak_wall):.0f}% | {cpu:.1f} | {100 * cpu / peak_cpu:.0f}% | {label} |")
 
 

@@ -234,6 +234,79 @@ TEST(ScheduleGemm, OneParallelLoopAtTheTop) {
   }
 }
 
+// A batch of products in one nest: each product's bits are those of the
+// same product computed alone, whatever the schedule and the split.
+Kernel batched_kernel(int64_t batch, const Case& c, const GemmSchedule& s) {
+  auto a = testing::make_buffer("a", DType::F32, {Expr(batch), Expr(c.M), Expr(c.K)});
+  auto b = testing::make_buffer("b", DType::F32, {Expr(batch), Expr(c.N), Expr(c.K)});  // stored [N, K]
+  auto out = testing::make_buffer("out", DType::F32, {Expr(batch), Expr(c.M), Expr(c.N)});
+  GemmOperands ops;
+  ops.M = c.M, ops.N = c.N, ops.K = c.K, ops.batch = batch, ops.batch_var = "bb";
+  Expr bb = var("bb");
+  ops.a = [&](Expr i, Expr k) { return load(a, {bb, i, k}); };
+  ops.b = [&](Expr k, Expr j) { return load(b, {bb, j, k}); };
+  ops.epilogue = [&](Expr i, Expr j, Expr acc) { return store(out, {bb, i, j}, acc); };
+  Kernel k;
+  k.name = "batched";
+  k.params = {a, b, out};
+  k.num_inputs = 2;
+  k.body = gemm_nest(ops, s, "g");
+  return k;
+}
+
+TEST(ScheduleGemm, BatchedProductsMatchSingleOnes) {
+  const int64_t batch = 3;
+  const Case c{13, 21, 12, false, true};
+  std::vector<Data> single;
+  for (int64_t p = 0; p < batch; ++p) {
+    single.push_back(make_data(c, 10 + static_cast<uint32_t>(p)));
+    ASSERT_EQ(run_kernel(gemm_kernel(c, tiny_schedule(Par::Serial)), buffers(single.back()), {}), 0);
+  }
+  std::vector<float> a, b, want;
+  for (const Data& d : single) {
+    a.insert(a.end(), d.a.begin(), d.a.end());
+    b.insert(b.end(), d.b.begin(), d.b.end());
+    want.insert(want.end(), d.out.begin(), d.out.end());
+  }
+  for (Par par : kPars) {
+    SCOPED_TRACE(par_name(par));
+    Kernel k = batched_kernel(batch, c, tiny_schedule(par));
+    ASSERT_NO_THROW(verify(k));
+    GemmOperands ops;
+    ops.M = c.M, ops.N = c.N, ops.K = c.K, ops.batch = batch;
+    const int64_t units = par == Par::Serial ? 1 : eval_index(gemm_parallel_extent(ops, tiny_schedule(par)), {});
+    EXPECT_EQ(units, par == Par::Serial ? 1 : par == Par::MBlocks ? batch * 3 : batch * 3 * 2);
+    std::vector<float> out(want.size(), std::numeric_limits<float>::quiet_NaN());
+    // in uneven chunks, as runtime tasks would run them
+    for (int64_t begin = 0; begin < units; begin += 4)
+      ASSERT_EQ(run_kernel_range(k, {a.data(), b.data(), out.data()}, {}, begin, std::min(units, begin + 4)), 0);
+    EXPECT_EQ(std::memcmp(out.data(), want.data(), want.size() * sizeof(float)), 0);
+  }
+  GemmOperands unnamed;
+  unnamed.M = c.M, unnamed.N = c.N, unnamed.K = c.K, unnamed.batch = batch;
+  EXPECT_THROW(gemm_nest(unnamed, tiny_schedule(Par::Serial), "g"), Error);
+}
+
+// With tiles, the units of work (batch x M blocks x N blocks) spread evenly
+// over the cores for the shapes of transformer models.
+TEST(ScheduleGemm, TilesSpreadOverTheCores) {
+  CpuInfo cpu = cpu_info_from_features("+avx,+avx2,+fma");
+  cpu.cores = 2;
+  struct Shape { int64_t batch, M, N, K; };
+  for (const Shape& sh : {Shape{1, 128, 768, 768}, Shape{1, 128, 32000, 512}, Shape{1, 128, 50257, 768}, Shape{1, 128, 2304, 768},
+                          Shape{12, 128, 128, 64}, Shape{1, 128, 128, 64}, Shape{1, 1024, 1024, 1024},
+                          Shape{3, 128, 64, 128}}) {
+    SCOPED_TRACE(std::to_string(sh.batch) + " x " + std::to_string(sh.M) + "x" + std::to_string(sh.N) + "x" +
+                 std::to_string(sh.K));
+    const GemmSchedule s = default_gemm_schedule(cpu, sh.M, sh.N, sh.K, true, sh.batch);
+    const int64_t units = sh.batch * ((sh.M + s.mc - 1) / s.mc) * ((sh.N + s.nc - 1) / s.nc);
+    EXPECT_TRUE(units % cpu.cores == 0 || units >= 8 * cpu.cores) << units << " units";
+    if (sh.M <= 128) {
+      EXPECT_GE(s.mc, sh.M) << "a small M is one M block";
+    }
+  }
+}
+
 // ---- through the code generator ----------------------------------------------------------
 
 #ifdef TESSEL_HAVE_CODEGEN_CPU

@@ -148,8 +148,17 @@ std::optional<LoweredGroup> GroupLowerer::lower_contraction(const Node& c) {
   for (size_t d = 0; d < gi.size(); ++d) bound(gi[d]->name, dims[nbatch + d]);
   bound("gj", dims.back());
   if (K->kind == loop::ExprKind::IntImm && K->int_value > 0) bounds[k->name] = {0, K->int_value - 1};
-  const Expr a = loop::simplify(gemm_.a, bounds), b = loop::simplify(gemm_.b, bounds);
-  if (loop::mentions_var(a, "gj") || mentions_any(b, gi)) return std::nullopt;
+  const Expr a_probe = loop::simplify(gemm_.a, bounds), b_probe = loop::simplify(gemm_.b, bounds);
+  if (loop::mentions_var(a_probe, "gj") || mentions_any(b_probe, gi)) return std::nullopt;
+  // A batch of products (B has batch dims too) is gemm_nest's batch: its
+  // outer loop binds bb, whose row-major digits are the batch indices gb*.
+  const std::string bb = fresh("bb");
+  Dim batch = 1;
+  for (size_t d = 0; d < nbatch; ++d) batch = batch * dims[d];
+  loop::VarMap batch_index;
+  const Idx bb_digits = delinearize(loop::var(bb), batch_dims);
+  for (size_t d = 0; d < nbatch; ++d) batch_index[gb[d]->name] = bb_digits[d];
+  const Expr a = loop::substitute(a_probe, batch_index), b = loop::substitute(b_probe, batch_index);
 
   Dim M = 1;
   for (size_t d = nbatch; d + 1 < r; ++d) M = M * dims[d];
@@ -157,6 +166,8 @@ std::optional<LoweredGroup> GroupLowerer::lower_contraction(const Node& c) {
   ops.M = dim_to_expr(M, &syms_);
   ops.N = shape.back();
   ops.K = K;
+  ops.batch = dim_to_expr(batch, &syms_);
+  ops.batch_var = bb;
   const auto row = [&](const Expr& i) {
     loop::VarMap m;
     Idx at = delinearize(i, lead_dims);
@@ -188,28 +199,25 @@ std::optional<LoweredGroup> GroupLowerer::lower_contraction(const Node& c) {
     std::vector<Stmt> stmts = levels_[0].stmts;
     stmts.push_back(loop::store(out_buf, index, v));
     const Stmt st = loop::simplify(wrap_allocs(levels_[0].allocs, loop::seq(stmts)), bounds);
-    return loop::substitute(st, {{ei->name, i}, {ej->name, j}});
+    loop::VarMap instance = batch_index;
+    instance[ei->name] = i;
+    instance[ej->name] = j;
+    return loop::substitute(st, instance);
   };
 
-  GemmSchedule gs = default_gemm_schedule(sched_.cpu, hint(M), hint(dims.back()), -1);
-  gs.parallel_over_m_blocks = folded && sched_.parallel;
+  // Tiles over (M block, N block) pack each B block once per M block, as
+  // the M-block loop does, and give a small M (an LM head: M = 128, N =
+  // 32000) its tasks from N.
+  int64_t k_hint = -1;
+  if (!loop::as_const_int(loop::simplify(K), &k_hint)) k_hint = -1;
+  GemmSchedule gs = default_gemm_schedule(sched_.cpu, hint(M), hint(dims.back()), k_hint, sched_.parallel, hint(batch));
+  gs.parallel_over_m_blocks = sched_.parallel;
   Stmt body = gemm_nest(ops, gs, fresh("g"));
   std::optional<Dim> parallel_extent;
-  if (folded && sched_.parallel) parallel_extent = Dim::ceildiv(M, Dim(gs.mc));
-  if (!folded) {
-    // parallel for bb over the batch; gb* are lets of bb.
-    const std::string bb = fresh("bb");
-    const Idx at = delinearize(loop::var(bb), batch_dims);
-    for (size_t d = gb.size(); d-- > 0;) body = loop::let(gb[d]->name, at[d], body);
-    Expr nb = Expr(1);
-    Dim nbd = 1;
-    for (size_t d = 0; d < nbatch; ++d) {
-      nb = nb * batch_dims[d];
-      nbd = nbd * dims[d];
-    }
-    body = loop::for_loop(bb, Expr(0), nb, sched_.parallel ? loop::ForKind::Parallel : loop::ForKind::Serial, body);
-    if (sched_.parallel) parallel_extent = nbd;
-  }
+  // gemm_parallel_extent, as a Dim for the runtime (a loop of one
+  // iteration is simplified away).
+  const Dim units = batch * Dim::ceildiv(M, Dim(gs.mc)) * Dim::ceildiv(dims.back(), Dim(gs.nc));
+  if (sched_.parallel && !(units.is_const() && units.value() == 1)) parallel_extent = units;
   gemm_ = GemmCapture{};
   LoweredGroup lg = finish(body, out_buf, parallel_extent);
   lg.schedule = "gemm";

@@ -62,6 +62,12 @@ struct GemmOperands {
   // tiles (so its statements appear twice) inside unrolled and vectorized
   // loops: j is a lane-varying index of a Vectorized loop.
   std::function<loop::Stmt(loop::Expr i, loop::Expr j, loop::Expr acc)> epilogue;
+  // `batch` independent products of this shape (attention's per-head
+  // matmuls): a, b and the epilogue may mention the i64 variable batch_var,
+  // which gemm_nest binds. The outer loop runs over (batch, block) pairs,
+  // so that a batch smaller than the core count still spreads.
+  loop::Expr batch = loop::Expr(1);
+  std::string batch_var;
 };
 
 // Data, so that a tuner can search it. mc % mr == 0, nc % nr == 0,
@@ -88,7 +94,7 @@ struct GemmSchedule {
 // parallel extent from gemm_parallel_extent) a small M stays one M block and
 // the tasks come from N blocks.
 GemmSchedule default_gemm_schedule(const CpuInfo& cpu, int64_t M_hint, int64_t N_hint, int64_t K_hint,
-                                   bool parallel_over_n_blocks = false);
+                                   bool parallel_over_n_blocks = false, int64_t batch_hint = 1);
 
 // The extent of gemm_nest's Parallel loop (what the runtime splits).
 loop::Expr gemm_parallel_extent(const GemmOperands& ops, const GemmSchedule& s);
