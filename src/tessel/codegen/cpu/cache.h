@@ -1,10 +1,7 @@
 // The on-disk object cache: <dir>/cpu/<key>.o (internal).
 //
-// File layout: "TSLCPUO1" | payload length (u64, little endian) |
-// SHA-256 of the payload (32 bytes) | payload (the object file). A file that
-// does not match its header is treated as missing. Files are written to a
-// unique temporary name in the same folder and renamed into place, so
-// processes sharing the cache see a whole file or none.
+// Files are support/cache_file.h's with the magic "TSLCPUO1" (payload: the
+// object file): a damaged file reads as missing, writes are atomic.
 #pragma once
 
 #include <optional>
