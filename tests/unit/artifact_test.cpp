@@ -90,11 +90,7 @@ TEST_F(ArtifactTest, DamagedAndForeignFilesAreRefused) {
 // the field decoder instead of stopping at the checksum.
 std::string reseal(std::string b) {
   const size_t header = 28;
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = header; i < b.size(); ++i) {
-    h ^= static_cast<unsigned char>(b[i]);
-    h *= 1099511628211ull;
-  }
+  const uint64_t h = artifact_checksum(b.data() + header, b.size() - header);
   const uint64_t n = b.size() - header;
   for (int i = 0; i < 8; ++i) {
     b[12 + i] = static_cast<char>((n >> (8 * i)) & 0xff);

@@ -38,9 +38,12 @@ std::vector<std::string> enabled_features(const std::string& list) {
   return out;
 }
 
-ArtifactKernel artifact_kernel(const KernelStep& k, const std::map<const Node*, uint64_t>& index) {
+ArtifactKernel artifact_kernel(const KernelStep& k, const std::map<const Node*, uint64_t>& index,
+                               const std::map<std::string, std::string>& entry) {
   ArtifactKernel a;
   a.name = k.name;
+  auto e = entry.find(k.name);
+  a.entry = e == entry.end() ? k.name : e->second;
   for (const Value* v : k.params) a.params.push_back(v->name);
   a.num_inputs = k.num_inputs;
   a.syms = k.syms;
@@ -91,6 +94,18 @@ void check_cpu_features(const ArtifactContents& a, const std::string& host_featu
 
 }  // namespace
 
+std::string read_whole_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
+  TS_CHECK(f, "cannot open: ", std::strerror(errno));
+  const std::streamoff size = f.tellg();
+  TS_CHECK(size >= 0, "cannot tell the size");
+  std::string bytes(static_cast<size_t>(size), '\0');
+  f.seekg(0);
+  f.read(bytes.data(), size);
+  TS_CHECK(f && f.gcount() == size, "read error");
+  return bytes;
+}
+
 bool is_artifact_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   char head[7] = {};
@@ -102,14 +117,20 @@ ArtifactContents make_artifact(const Model& m, const CompiledModel& c) {
   ArtifactContents a;
   a.cpu_name = c.cpu_name;
   a.cpu_features = enabled_features(c.cpu_features);
-  a.model_ir = print_model(m);  // PrintOptions default: constants in full, so the text parses back
+  // Large constants go beside the text as raw bytes (views of the model's
+  // tensors: `m` must outlive the contents).
+  std::vector<const Tensor*> external;
+  PrintOptions po;
+  po.external_constants = &external;
+  a.model_ir = print_model(m, po);
+  for (const Tensor* t : external) a.constants.emplace_back(reinterpret_cast<const char*>(t->raw()), t->nbytes());
   const std::vector<const Node*> nodes = node_list(*m.graph);
   std::map<const Node*, uint64_t> index;
   for (size_t i = 0; i < nodes.size(); ++i) index.emplace(nodes[i], i);
   for (const Step& s : c.exe->steps()) {
     ArtifactStep as;
     as.is_kernel = s.kernel != nullptr;
-    if (s.kernel) as.kernel = artifact_kernel(*s.kernel, index);
+    if (s.kernel) as.kernel = artifact_kernel(*s.kernel, index, c.entry);
     else as.node = index.at(s.interp);
     a.steps.push_back(std::move(as));
   }
@@ -147,16 +168,15 @@ ArtifactContents read_artifact(const std::string& path) {
   std::error_code ec;
   TS_CHECK(fs::exists(path, ec), "no such file");
   TS_CHECK(!fs::is_directory(path, ec), "is a directory, not a model file");
-  std::ifstream f(path, std::ios::binary);
-  TS_CHECK(f, "cannot open: ", std::strerror(errno));
-  const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  TS_CHECK(!f.bad(), "read error");
-  return decode_artifact(bytes);
+  auto bytes = std::make_shared<std::string>(read_whole_file(path));
+  ArtifactContents a = decode_artifact(*bytes);
+  a.storage = std::move(bytes);  // a.constants point into it
+  return a;
 }
 
 std::unique_ptr<Model> artifact_model(const ArtifactContents& a) {
   try {
-    return parse_model(a.model_ir);
+    return parse_model(a.model_ir, &a.constants);
   } catch (const Error& e) {
     fail("corrupt artifact (its model does not parse: ", e.what(), ")");
   }
@@ -184,8 +204,8 @@ std::unique_ptr<Executable> load_artifact(const std::string& path, const DriverO
   std::shared_ptr<cpu::KernelLibrary> lib;
   if (!a.object.empty()) {
     lib = cpu::load_object(a.object);
-    for (Step& s : steps)
-      if (s.kernel) s.kernel->fn = reinterpret_cast<KernelEntry>(lib->lookup(s.kernel->name));
+    for (size_t i = 0; i < steps.size(); ++i)
+      if (steps[i].kernel) steps[i].kernel->fn = reinterpret_cast<KernelEntry>(lib->lookup(a.steps[i].kernel.entry));
   }
   for (const Step& s : steps) TS_CHECK(!s.kernel || s.kernel->fn, "corrupt artifact (kernel '", s.kernel->name, "' has no code)");
   ExecutableOptions eo;

@@ -1,6 +1,7 @@
 #include "tessel/driver/compiler.h"
 
 #include <chrono>
+#include <cstdio>
 #include <set>
 
 #include "tessel/loop/math_expand.h"
@@ -11,6 +12,7 @@
 #include "tessel/lower/lower_group.h"
 #include "tessel/ops/registry.h"
 #include "tessel/support/error.h"
+#include "tessel/support/phase_timer.h"
 #ifdef TESSEL_HAVE_LLVM
 #include "tessel/codegen/cpu/cpu_codegen.h"
 #endif
@@ -77,70 +79,152 @@ std::vector<Step> build_steps(const CompiledModel& c, const std::function<Kernel
       s.interp = g.root;
     } else {
       const LoweredGroup& lg = c.lowered.at(next++);
-      s.kernel = kernel_step(lg, g, lookup ? lookup(lg.kernel.name) : nullptr);
+      auto e = c.entry.find(lg.kernel.name);
+      const std::string& entry = e == c.entry.end() ? lg.kernel.name : e->second;
+      s.kernel = kernel_step(lg, g, lookup ? lookup(entry) : nullptr);
     }
     steps.push_back(std::move(s));
   }
   return steps;
 }
 
-CompiledModel lower_for_cpu(const Model& m) {
-  const OpRegistry& reg = OpRegistry::global();
-  CompiledModel c;
+namespace {
+
+// Everything lower_group reads of a group but its name: the root, which of
+// its outputs is stored, the members and the inputs (whose order numbers the
+// params). Two rounds' groups with the same key lower to the same kernel.
+using GroupKey = std::vector<const void*>;
+
+GroupKey group_key(const FusionGroup& g) {
+  GroupKey k{g.root, reinterpret_cast<const void*>(g.root_output), reinterpret_cast<const void*>(g.nodes.size())};
+  k.insert(k.end(), g.nodes.begin(), g.nodes.end());
+  k.insert(k.end(), g.inputs.begin(), g.inputs.end());
+  return k;
+}
+
+// Lowered, expanded, simplified and verified: a kernel codegen can take.
+// Throws FusionRejected or LoweringUnsupported like lower_group.
+LoweredGroup lower_ready(const FusionGroup& g, const OpRegistry& reg) {
+  LoweredGroup lg = lower_group(g, reg, default_schedule(g));
+  lg.kernel = loop::simplify(loop::expand_math(lg.kernel));
+  std::string why;
+  if (!codegen_ready(lg.kernel, &why)) throw LoweringUnsupported(str_cat(g.root->describe(), ": ", why));
+  loop::verify(lg.kernel);
+  return lg;
+}
+
+// A failed lowering decides what the next round plans differently.
+struct Replan {
   std::set<const Node*> opaque, roots;
-  std::vector<LoweredGroup>& lowered = c.lowered;
-  // Re-plan until every compiled group lowers; each round removes at least
-  // one node from compilation, so this ends.
-  while (true) {
-    c.plan = plan_fusion(*m.graph, reg, opaque, roots);
-    lowered.clear();
-    bool retry = false;
-    for (const FusionGroup& g : c.plan.groups) {
-      if (!g.compiled) continue;
-      try {
-        LoweredGroup lg = lower_group(g, reg, default_schedule(g));
-        lg.kernel = loop::simplify(loop::expand_math(lg.kernel));
-        std::string why;
-        if (!codegen_ready(lg.kernel, &why)) {
-          LoweringUnsupported u(str_cat(g.root->describe(), ": ", why));
-          throw u;
-        }
-        loop::verify(lg.kernel);
-        lowered.push_back(std::move(lg));
-      } catch (const FusionRejected& r) {
-        roots.insert(r.node);
-        retry = true;
-        break;
-      } catch (const LoweringUnsupported& u) {
-        if (u.node) {
-          opaque.insert(u.node);
-        } else {
-          for (const Node* n : g.nodes) opaque.insert(n);
-        }
-        c.fallback_reasons.push_back(u.what());
-        retry = true;
-        break;
+  std::vector<std::string>* reasons;
+
+  void rejected(const FusionRejected& r) { roots.insert(r.node); }
+  void unsupported(const LoweringUnsupported& u, const FusionGroup& g) {
+    if (u.node) {
+      opaque.insert(u.node);
+    } else {
+      for (const Node* n : g.nodes) opaque.insert(n);
+    }
+    reasons->push_back(u.what());
+  }
+};
+
+// Lowers the plan's compiled groups in order into `out`, taking groups of
+// earlier rounds from `memo`. False after the first group that fails (its
+// failure recorded in `replan`): the plan must be redone.
+bool lower_plan(const FusionPlan& plan, const OpRegistry& reg, std::map<GroupKey, LoweredGroup>* memo, Replan* replan,
+                std::vector<LoweredGroup>* out) {
+  for (const FusionGroup& g : plan.groups) {
+    if (!g.compiled) continue;
+    const GroupKey key = memo ? group_key(g) : GroupKey{};
+    if (memo) {
+      if (auto it = memo->find(key); it != memo->end()) {
+        out->push_back(it->second);
+        out->back().kernel.name = g.name;  // names number the groups of this plan
+        continue;
       }
     }
-    if (!retry) break;
+    try {
+      out->push_back(lower_ready(g, reg));
+    } catch (const FusionRejected& r) {
+      replan->rejected(r);
+      return false;
+    } catch (const LoweringUnsupported& u) {
+      replan->unsupported(u, g);
+      return false;
+    }
+    if (memo) memo->emplace(key, out->back());
   }
+  return true;
+}
+
+// The kernel's text with a fixed name: equal texts compute the same function
+// of their params (buffers are named by position, see lower_group).
+std::string body_text(const loop::Kernel& k) {
+  loop::Kernel anon = k;
+  anon.name = "kernel";
+  return loop::print(anon);
+}
+
+void share_identical_kernels(CompiledModel& c, bool share) {
+  std::map<std::string, std::string> first;  // body text -> name of its first kernel
+  for (const LoweredGroup& lg : c.lowered) {
+    const std::string& name = lg.kernel.name;
+    if (share) {
+      auto [it, fresh] = first.emplace(body_text(lg.kernel), name);
+      c.entry[name] = it->second;
+      if (!fresh) continue;
+    } else {
+      c.entry[name] = name;
+    }
+    c.unique_kernels.push_back(lg.kernel);
+  }
+}
+
+}  // namespace
+
+CompiledModel lower_for_cpu(const Model& m, const LowerOptions& lo) {
+  const OpRegistry& reg = OpRegistry::global();
+  CompiledModel c;
+  Replan replan{{}, {}, &c.fallback_reasons};
+  std::map<GroupKey, LoweredGroup> memo;
+  PhaseTimer timer("plan and lower");
+  int rounds = 0;
+  // Re-plan until every compiled group lowers; each round removes at least
+  // one node from compilation, so this ends.
+  do {
+    ++rounds;
+    c.plan = plan_fusion(*m.graph, reg, replan.opaque, replan.roots);
+    c.lowered.clear();
+  } while (!lower_plan(c.plan, reg, lo.reuse_lowered_groups ? &memo : nullptr, &replan, &c.lowered));
+  timer.stop();
+  PhaseTimer dedup("share identical kernels");
+  share_identical_kernels(c, lo.share_kernels);
+  if (phase_timings_enabled())
+    std::fprintf(stderr, "[time] %d plan rounds, %zu groups lowered, %zu kernels, %zu distinct\n", rounds,
+                 lo.reuse_lowered_groups ? memo.size() : c.lowered.size(), c.lowered.size(), c.unique_kernels.size());
   return c;
 }
 
-std::unique_ptr<CompiledModel> compile_for_cpu(const Model& m, const DriverOptions& o) {
+std::unique_ptr<CompiledModel> compile_for_cpu(const Model& m, const DriverOptions& o, const LowerOptions& lo) {
 #ifndef TESSEL_HAVE_LLVM
   (void)m;
   (void)o;
+  (void)lo;
   fail("this tessel was built without the LLVM CPU code generator (TESSEL_WITH_LLVM=OFF); use --target reference");
 #else
   const auto t0 = std::chrono::steady_clock::now();
-  auto c = std::make_unique<CompiledModel>(lower_for_cpu(m));
+  auto c = std::make_unique<CompiledModel>(lower_for_cpu(m, lo));
   std::shared_ptr<cpu::KernelLibrary> lib;
-  const std::vector<loop::Kernel> kernels = c->kernels();
+  const std::vector<loop::Kernel>& kernels = c->unique_kernels;
   if (!kernels.empty()) {
     cpu::CodegenOptions co;
     co.cache_dir = cache_dir();
-    for (const loop::Kernel& k : kernels) co.cache_key_text += loop::print(k);
+    {
+      PhaseTimer t("print kernels for the cache key");
+      for (const loop::Kernel& k : kernels) co.cache_key_text += loop::print(k);
+    }
+    PhaseTimer t("codegen");
     lib = cpu::compile_kernels(kernels, co);
     c->from_cache = lib->loaded_from_cache();
     c->object = lib->object_file_bytes();

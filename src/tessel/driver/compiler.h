@@ -2,9 +2,15 @@
 // group -> math expansion, simplification, verification -> LLVM (one module,
 // cached on disk) -> an Executable. Groups whose nodes have no compiled form
 // are re-planned around them; those nodes run on the interpreter.
+//
+// Compile time: a re-plan round lowers only the groups it has not lowered
+// before (same root, members and inputs), and kernels whose loop IR is the
+// same but for the name (the repeated layers of a transformer) are compiled
+// once and share one entry point.
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,6 +28,11 @@ struct CompiledModel {
   FusionPlan plan;
   std::vector<LoweredGroup> lowered;  // one per compiled group, in plan order
   std::vector<loop::Kernel> kernels() const;
+  // One kernel per distinct body, named after its first use (what codegen
+  // compiles), and for every kernel name the name of the compiled function
+  // it runs.
+  std::vector<loop::Kernel> unique_kernels;
+  std::map<std::string, std::string> entry;
   std::unique_ptr<Executable> exe;
   double compile_s = 0;
   bool from_cache = false;
@@ -34,12 +45,19 @@ struct CompiledModel {
   std::vector<std::string> fallback_reasons;
 };
 
+// Switches for the compile-time shortcuts, so that tests can compare them with
+// the plain way. Results are the same either way.
+struct LowerOptions {
+  bool reuse_lowered_groups = true;  // re-plan rounds keep groups lowered before
+  bool share_kernels = true;         // identical kernel bodies compile once
+};
+
 // Compiles `m` (after the graph pass pipeline) for this CPU. `m` must outlive
 // the result. Throws tessel::Error when tessel was built without LLVM.
-std::unique_ptr<CompiledModel> compile_for_cpu(const Model& m, const DriverOptions& o);
+std::unique_ptr<CompiledModel> compile_for_cpu(const Model& m, const DriverOptions& o, const LowerOptions& lo = {});
 
 // Plans and lowers without generating code (inspect --emit fused|loop).
-CompiledModel lower_for_cpu(const Model& m);
+CompiledModel lower_for_cpu(const Model& m, const LowerOptions& lo = {});
 
 // The executable's steps in plan order: interpreter nodes, and kernels whose
 // entry points `lookup` gives by kernel name (null lookup: no entry points,

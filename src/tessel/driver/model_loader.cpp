@@ -10,6 +10,7 @@
 #include "tessel/frontend/onnx/importer.h"
 #include "tessel/ir/parser.h"
 #include "tessel/support/error.h"
+#include "tessel/support/phase_timer.h"
 
 namespace tessel {
 
@@ -70,10 +71,12 @@ std::unique_ptr<Model> load_model(const std::string& path) {
       m = parse_model(text);
       break;
     }
-    case ModelFormat::Onnx:
+    case ModelFormat::Onnx: {
       f.close();
+      PhaseTimer t("import onnx");
       m = import_onnx_file(path);
       break;
+    }
   }
   TS_CHECK(m && m->graph, "the model has no graph");
   m->source_path = path;

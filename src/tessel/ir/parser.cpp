@@ -61,7 +61,8 @@ namespace {
 
 class Parser {
  public:
-  explicit Parser(const std::string& s) : s_(s) {}
+  explicit Parser(const std::string& s, const std::vector<std::string_view>* external = nullptr)
+      : s_(s), external_(external) {}
 
   std::unique_ptr<Model> model() {
     auto m = std::make_unique<Model>();
@@ -123,6 +124,7 @@ class Parser {
 
  private:
   const std::string& s_;
+  const std::vector<std::string_view>* external_;
   size_t pos_ = 0;
 
   // ---- errors and characters --------------------------------------------------
@@ -499,7 +501,9 @@ class Parser {
     skip_ws();
     size_t at = pos_;
     if (eat_str("...")) error(at, "elided constant (printed with elide_large_constants) cannot be parsed");
-    if (eat_str("hex:")) {
+    if (eat_str("ext:")) {
+      external_constant(t, at);
+    } else if (eat_str("hex:")) {
       if (t->dtype() == DType::String) error(at, "string tensors cannot be given in hex");
       const size_t n = t->nbytes();
       size_t p = pos_;
@@ -524,6 +528,23 @@ class Parser {
       if (i != t->numel()) error(at, str_cat("expected ", t->numel(), " elements, got ", i));
     }
     expect('>');
+  }
+
+  // `dense<ext:N>`: the bytes of external constant N, which must fill the type exactly.
+  void external_constant(Tensor* t, size_t at) {
+    size_t p = pos_;
+    while (p < s_.size() && std::isdigit(static_cast<unsigned char>(s_[p]))) ++p;
+    if (p == pos_ || p - pos_ > 18) error(pos_, "expected the number of an external constant");
+    const size_t n = static_cast<size_t>(std::stoull(s_.substr(pos_, p - pos_)));
+    pos_ = p;
+    if (!external_ || n >= external_->size())
+      error(at, str_cat("external constant ", n, " is not given (", external_ ? external_->size() : 0, " are)"));
+    if (t->dtype() == DType::String) error(at, "string tensors cannot be external");
+    const std::string_view bytes = (*external_)[n];
+    if (bytes.size() != t->nbytes())
+      error(at, str_cat("external constant ", n, " has ", bytes.size(), " bytes, the type needs ", t->nbytes()));
+    if (!bytes.empty()) std::memcpy(t->mutable_raw(), bytes.data(), bytes.size());
+    if (is_float(t->dtype()) || t->dtype() == DType::Bool || int_bits_below_8(t->dtype())) check_storage(*t, at);
   }
 
   static bool int_bits_below_8(DType dt) { return is_int(dt) && int_bits(dt) < 8; }
@@ -861,7 +882,9 @@ class Parser {
 
 }  // namespace
 
-std::unique_ptr<Model> parse_model(const std::string& text) { return Parser(text).model(); }
+std::unique_ptr<Model> parse_model(const std::string& text, const std::vector<std::string_view>* external_constants) {
+  return Parser(text, external_constants).model();
+}
 
 Type parse_type(const std::string& text) { return Parser(text).type_only(); }
 

@@ -3,6 +3,8 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "tessel/ir/graph.h"
 
@@ -10,7 +12,10 @@ namespace tessel {
 
 // Parses a model printed by print_model. Throws tessel::Error
 // "<line>:<col>: <what>" on malformed text. Does not run the verifier.
-std::unique_ptr<Model> parse_model(const std::string& text);
+// `external_constants`: the bytes of the constants printed as `dense<ext:N>`
+// (PrintOptions::external_constants); without them such text is an error.
+std::unique_ptr<Model> parse_model(const std::string& text,
+                                   const std::vector<std::string_view>* external_constants = nullptr);
 
 // Parses a type such as `f32[batch,3]` (for tools and tests).
 Type parse_type(const std::string& text);

@@ -112,6 +112,11 @@ void print_tensor_body(std::ostringstream& os, const Tensor& t, const PrintOptio
     os << "...>";
     return;
   }
+  if (o.external_constants && t.dtype() != DType::String && t.numel() > kLiteralLimit) {
+    os << "ext:" << o.external_constants->size() << ">";
+    o.external_constants->push_back(&t);
+    return;
+  }
   if (t.dtype() != DType::String && t.numel() > kLiteralLimit) {
     static const char* d = "0123456789abcdef";
     std::string h = "hex:";

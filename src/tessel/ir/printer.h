@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "tessel/ir/graph.h"
 
@@ -13,6 +14,10 @@ struct PrintOptions {
   // Show constants with more than 16 elements as `dense<...>`: readable, but
   // the result can no longer be parsed.
   bool elide_large_constants = false;
+  // When set, constants with more than 16 elements (not strings) print as
+  // `dense<ext:N>` and are appended here, N their index: artifacts store
+  // their bytes raw beside the text (parse_model takes them back).
+  std::vector<const Tensor*>* external_constants = nullptr;
 };
 
 // The whole model: header with ir_version/opsets/metadata and the main graph.

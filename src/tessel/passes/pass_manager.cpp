@@ -9,6 +9,7 @@
 #include "tessel/ir/printer.h"
 #include "tessel/ir/verifier.h"
 #include "tessel/support/error.h"
+#include "tessel/support/phase_timer.h"
 
 namespace tessel {
 
@@ -21,7 +22,10 @@ class Pipeline {
   template <class F>
   void step(const std::string& name, F&& pass) {
     if (o_.disabled.count(name)) return;
-    changed_ |= pass();
+    {
+      PhaseTimer t("pass " + name);
+      changed_ |= pass();
+    }
     if (name == "infer_shapes") inferred_ = true;
     if (o_.print_after == name || o_.print_after == "all") {
       std::ostream& os = o_.print_stream ? *o_.print_stream : std::cerr;

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "tessel/support/error.h"
+#include "tessel/support/fast_hash.h"
 
 namespace tessel {
 
@@ -12,20 +13,11 @@ namespace {
 
 constexpr size_t kHeaderBytes = 8 + 4 + 8 + 8;
 
-uint64_t fnv1a(const char* p, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; ++i) {
-    h ^= static_cast<unsigned char>(p[i]);
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
 void put_u64(std::string* out, uint64_t v) {
   for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
 }
 
-void put_str(std::string* out, const std::string& s) {
+void put_str(std::string* out, std::string_view s) {
   put_u64(out, s.size());
   out->append(s);
 }
@@ -51,10 +43,12 @@ class Reader {
     TS_CHECK(v <= 1, "corrupt artifact (a flag holds ", v, ")");
     return v == 1;
   }
-  std::string str() {
+  std::string str() { return std::string(view()); }
+  // The next string field in place (valid as long as the bytes are).
+  std::string_view view() {
     const uint64_t n = u64();
     need(n);
-    std::string s(p_, static_cast<size_t>(n));
+    std::string_view s(p_, static_cast<size_t>(n));
     skip(static_cast<size_t>(n));
     return s;
   }
@@ -84,6 +78,7 @@ class Reader {
 
 void put_kernel(std::string* out, const ArtifactKernel& k) {
   put_str(out, k.name);
+  put_str(out, k.entry);
   put_strs(out, k.params);
   put_u64(out, k.num_inputs);
   put_strs(out, k.syms);
@@ -98,6 +93,7 @@ void put_kernel(std::string* out, const ArtifactKernel& k) {
 ArtifactKernel read_kernel(Reader& r) {
   ArtifactKernel k;
   k.name = r.str();
+  k.entry = r.str();
   k.params = r.strs();
   k.num_inputs = r.u64();
   TS_CHECK(!k.params.empty() && k.num_inputs == k.params.size() - 1, "corrupt artifact (kernel '", k.name,
@@ -114,25 +110,38 @@ ArtifactKernel read_kernel(Reader& r) {
 
 }  // namespace
 
+// The payload is written after a header whose length and checksum are
+// filled in at the end, so that the weights are copied once.
 std::string encode_artifact(const ArtifactContents& a) {
-  std::string payload;
-  put_str(&payload, a.cpu_name);
-  put_strs(&payload, a.cpu_features);
-  put_str(&payload, a.model_ir);
-  put_u64(&payload, a.steps.size());
-  for (const ArtifactStep& s : a.steps) {
-    put_u64(&payload, s.is_kernel ? 1 : 0);
-    if (s.is_kernel) put_kernel(&payload, s.kernel);
-    else put_u64(&payload, s.node);
-  }
-  put_str(&payload, a.object);
-
-  std::string out(kArtifactMagic, 8);
+  size_t constant_bytes = 0;
+  for (std::string_view c : a.constants) constant_bytes += 8 + c.size();
+  std::string out;
+  out.reserve(kHeaderBytes + a.model_ir.size() + a.object.size() + constant_bytes + 4096);
+  out.append(kArtifactMagic, 8);
   for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((kArtifactVersion >> (8 * i)) & 0xff));
-  put_u64(&out, payload.size());
-  put_u64(&out, fnv1a(payload.data(), payload.size()));
-  return out + payload;
+  out.append(16, '\0');
+  put_str(&out, a.cpu_name);
+  put_strs(&out, a.cpu_features);
+  put_str(&out, a.model_ir);
+  put_u64(&out, a.steps.size());
+  for (const ArtifactStep& s : a.steps) {
+    put_u64(&out, s.is_kernel ? 1 : 0);
+    if (s.is_kernel) put_kernel(&out, s.kernel);
+    else put_u64(&out, s.node);
+  }
+  put_str(&out, a.object);
+  put_u64(&out, a.constants.size());
+  for (std::string_view c : a.constants) put_str(&out, c);
+
+  const size_t n = out.size() - kHeaderBytes;
+  std::string sizes;
+  put_u64(&sizes, n);
+  put_u64(&sizes, artifact_checksum(out.data() + kHeaderBytes, n));
+  out.replace(12, 16, sizes);
+  return out;
 }
+
+uint64_t artifact_checksum(const char* payload, size_t n) { return fast_hash64(payload, n); }
 
 ArtifactContents decode_artifact(const std::string& bytes) {
   TS_CHECK(bytes.size() >= 8 && std::memcmp(bytes.data(), kArtifactMagic, 7) == 0, "not a tessel artifact");
@@ -150,7 +159,7 @@ ArtifactContents decode_artifact(const std::string& bytes) {
   TS_CHECK(length == bytes.size() - kHeaderBytes, "corrupt artifact (", bytes.size() - kHeaderBytes - length,
            " bytes after the payload)");
   const char* payload = bytes.data() + kHeaderBytes;
-  TS_CHECK(fnv1a(payload, length) == sum, "corrupt artifact (checksum mismatch)");
+  TS_CHECK(artifact_checksum(payload, length) == sum, "corrupt artifact (checksum mismatch)");
 
   Reader r(payload, length);
   ArtifactContents a;
@@ -164,6 +173,8 @@ ArtifactContents decode_artifact(const std::string& bytes) {
     else s.node = r.u64();
   }
   a.object = r.str();
+  a.constants.resize(r.count());
+  for (std::string_view& c : a.constants) c = r.view();
   TS_CHECK(r.left() == 0, "corrupt artifact (", r.left(), " unread payload bytes)");
   return a;
 }

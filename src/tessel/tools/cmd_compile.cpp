@@ -5,12 +5,55 @@
 #include "tessel/driver/artifact.h"
 #include "tessel/driver/compiler.h"
 #include "tessel/driver/json.h"
+#include "tessel/driver/model_cache.h"
 #include "tessel/driver/model_loader.h"
 #include "tessel/driver/session.h"
 #include "tessel/support/error.h"
 #include "tessel/tools/commands.h"
 
 namespace tessel::cli {
+
+namespace {
+
+struct Summary {
+  size_t bytes = 0;
+  double compile_s = 0;
+  bool object_cache_hit = false;  // the kernels' object came from the kernel cache
+  bool model_cache_hit = false;   // the whole artifact came from the model cache
+  size_t kernels = 0, interpreter_nodes = 0;
+  std::string cpu;
+};
+
+Summary summarize(const ArtifactContents& a) {
+  Summary s;
+  for (const ArtifactStep& st : a.steps) (st.is_kernel ? s.kernels : s.interpreter_nodes) += 1;
+  s.cpu = a.cpu_name;
+  return s;
+}
+
+int report(const CompileArgs& a, const CommonArgs& c, const Summary& s) {
+  if (c.json) {
+    Json j = Json::object();
+    j.set("model", a.model);
+    j.set("output", a.output);
+    j.set("bytes", static_cast<int64_t>(s.bytes));
+    j.set("compile_s", s.compile_s);
+    j.set("cache_hit", s.object_cache_hit || s.model_cache_hit);
+    j.set("model_cache_hit", s.model_cache_hit);
+    j.set("kernels", static_cast<int64_t>(s.kernels));
+    j.set("interpreter_nodes", static_cast<int64_t>(s.interpreter_nodes));
+    j.set("cpu", s.cpu);
+    std::cout << j.dump() << "\n";
+  } else {
+    std::cout << "wrote " << a.output << " (" << s.bytes << " bytes): " << s.kernels << " kernels, "
+              << s.interpreter_nodes << " interpreter nodes, for " << s.cpu << ", in " << s.compile_s << " s"
+              << (s.model_cache_hit ? " (from the model cache)" : s.object_cache_hit ? " (object from the cache)" : "")
+              << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
 
 int cmd_compile(const CompileArgs& a, const CommonArgs& c) {
   DriverOptions o = driver_options(c);
@@ -19,34 +62,36 @@ int cmd_compile(const CompileArgs& a, const CommonArgs& c) {
   TS_CHECK(!is_artifact_file(a.model), "is a compiled artifact already");
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
-  std::unique_ptr<Model> m = load_model(a.model);
+  auto seconds = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
   // Only --dim specialises: without it the artifact runs at every binding.
+  std::string mode = "compile";  // disabled passes change the artifact
+  for (const std::string& p : o.disabled_passes) mode += " -" + p;
+  const std::string key = model_cache_key(a.model, mode, o.dims, {});
+  if (std::optional<std::string> hit = model_cache_lookup(key)) {
+    try {
+      const ArtifactContents cached = read_artifact(*hit);  // checks it whole
+      write_file_atomically(a.output, *cached.storage);
+      Summary s = summarize(cached);
+      s.bytes = cached.storage->size();
+      s.model_cache_hit = true;
+      s.compile_s = seconds();
+      return report(a, c, s);
+    } catch (const Error& e) {
+      model_cache_reject(key, e.what());
+    }
+  }
+  std::unique_ptr<Model> m = load_model(a.model);
   compile_model(*m, o.dims, o);
   std::unique_ptr<CompiledModel> cm = compile_for_cpu(*m, o);
-  const std::string bytes = encode_artifact(make_artifact(*m, *cm));
+  const ArtifactContents contents = make_artifact(*m, *cm);
+  const std::string bytes = encode_artifact(contents);
   write_file_atomically(a.output, bytes);
-  const double compile_s = std::chrono::duration<double>(Clock::now() - t0).count();
-
-  size_t kernels = 0;
-  for (const Step& s : cm->exe->steps()) kernels += s.kernel ? 1 : 0;
-  const size_t interp = cm->exe->steps().size() - kernels;
-  if (c.json) {
-    Json j = Json::object();
-    j.set("model", a.model);
-    j.set("output", a.output);
-    j.set("bytes", static_cast<int64_t>(bytes.size()));
-    j.set("compile_s", compile_s);
-    j.set("cache_hit", cm->from_cache);
-    j.set("kernels", static_cast<int64_t>(kernels));
-    j.set("interpreter_nodes", static_cast<int64_t>(interp));
-    j.set("cpu", cm->cpu_name);
-    std::cout << j.dump() << "\n";
-  } else {
-    std::cout << "wrote " << a.output << " (" << bytes.size() << " bytes): " << kernels << " kernels, " << interp
-              << " interpreter nodes, for " << cm->cpu_name << ", in " << compile_s << " s"
-              << (cm->from_cache ? " (object from the cache)" : "") << "\n";
-  }
-  return 0;
+  model_cache_store(key, bytes);
+  Summary s = summarize(contents);
+  s.bytes = bytes.size();
+  s.object_cache_hit = cm->from_cache;
+  s.compile_s = seconds();
+  return report(a, c, s);
 }
 
 }  // namespace tessel::cli

@@ -4,6 +4,8 @@
 #include <iostream>
 
 #include "tessel/driver/artifact.h"
+#include "tessel/driver/compiler.h"
+#include "tessel/driver/model_cache.h"
 #include "tessel/driver/model_loader.h"
 #include "tessel/driver/session.h"
 #include "tessel/interp/interpreter.h"
@@ -16,19 +18,49 @@ using Clock = std::chrono::steady_clock;
 
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
+using InputFiles = std::vector<std::pair<std::string, std::string>>;
+
+// Given inputs that steer shapes were folded into a cached model (the cache
+// key holds their bytes), so they are no longer inputs of its graph.
+InputFiles inputs_of(const Graph& g, const InputFiles& files) {
+  InputFiles kept;
+  for (const auto& f : files)
+    for (const Value* v : g.inputs)
+      if (v->name == f.first) kept.push_back(f);
+  return kept;
+}
+
 // An artifact is compiled already: its model is the one after the pipeline,
-// and its kernels take the symbols' values at run time.
-PreparedModel prepare_artifact(const std::string& path, const std::vector<std::pair<std::string, std::string>>& files,
-                               const DriverOptions& o) {
+// and its kernels take the symbols' values at run time. `from_cache`: a
+// whole-model cache entry (driver/model_cache.h).
+PreparedModel prepare_artifact(const std::string& path, const InputFiles& files, const DriverOptions& o,
+                               bool from_cache = false) {
   PreparedModel p;
   const auto t0 = Clock::now();
   p.exe = load_artifact(path, o);
   p.load_ms = ms_since(t0);
   const Graph& g = p.graph();
-  const auto given = read_input_files(g, files);
+  const auto given = read_input_files(g, from_cache ? inputs_of(g, files) : files);
   const auto dims = bind_symbols(g, given, o.dims, &std::cerr);
   p.inputs = assemble_inputs(g, given, dims, o.seed, &std::cerr);
   return p;
+}
+
+// What the public API's compile() does, and the artifact stored under `key`.
+std::unique_ptr<Executable> compile_and_cache(std::unique_ptr<Model> m, const std::map<std::string, int64_t>& dims,
+                                              const DriverOptions& o, const std::string& key) {
+  DriverOptions d;
+  d.target = Target::Cpu;
+  d.threads = o.threads;
+  d.dims = dims;
+  d.memory_planning = o.memory_planning;
+  compile_model(*m, dims, d);
+  std::shared_ptr<const Model> owned(std::move(m));
+  std::unique_ptr<CompiledModel> c = compile_for_cpu(*owned, d);
+  if (!key.empty()) model_cache_store(key, encode_artifact(make_artifact(*owned, *c)));
+  std::unique_ptr<Executable> exe = std::move(c->exe);
+  exe->retain(owned);
+  return exe;
 }
 
 }  // namespace
@@ -40,18 +72,29 @@ PreparedModel prepare_model(const std::string& path, const std::vector<std::stri
   PreparedModel p;
   auto t0 = Clock::now();
   if (o.target == Target::Cpu && is_artifact_file(path)) return prepare_artifact(path, files, o);
+  // A warm compile is one artifact load from the whole-model cache: load_s
+  // is then hashing the model file, compile_s loading the compiled model.
+  const std::string key = o.target == Target::Cpu ? model_cache_key(path, "prepare", o.dims, files) : "";
+  const double key_ms = ms_since(t0);
+  if (std::optional<std::string> hit = model_cache_lookup(key)) {
+    try {
+      PreparedModel c = prepare_artifact(*hit, files, o, /*from_cache=*/true);
+      c.compile_ms = c.load_ms;
+      c.load_ms = key_ms;
+      return c;
+    } catch (const Error& e) {
+      model_cache_reject(key, e.what());
+    }
+  }
+  t0 = Clock::now();
   std::unique_ptr<Model> m = load_model(path);
-  p.load_ms = ms_since(t0);
+  p.load_ms = key_ms + ms_since(t0);
   const auto given = read_input_files(*m->graph, files);
   const auto dims = bind_symbols(*m->graph, given, o.dims, &std::cerr);
   fold_shape_inputs(*m, given, o.target);
   t0 = Clock::now();
   if (o.target == Target::Cpu) {
-    Options api;
-    api.threads = o.threads;
-    api.dims = dims;
-    api.memory_planning = o.memory_planning;
-    p.exe = compile(std::move(m), api);
+    p.exe = compile_and_cache(std::move(m), dims, o, key);
   } else {
     compile_model(*m, dims, o);
     p.model = std::move(m);

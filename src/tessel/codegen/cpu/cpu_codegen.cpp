@@ -14,6 +14,7 @@
 #include "tessel/codegen/cpu/pipeline.h"
 #include "tessel/codegen/cpu/target.h"
 #include "tessel/support/error.h"
+#include "tessel/support/phase_timer.h"
 
 namespace tessel::cpu {
 
@@ -25,8 +26,13 @@ using detail::ResolvedTarget;
 std::string compile_to(const std::vector<loop::Kernel>& kernels, const ResolvedTarget& t, llvm::CodeGenFileType type) {
   auto tm = detail::make_target_machine(t);
   llvm::LLVMContext ctx;
+  PhaseTimer build("llvm build module");
   auto m = detail::build_module(ctx, kernels, *tm);
+  build.stop();
+  PhaseTimer opt("llvm optimize");
   detail::optimize_module(*m, *tm, t.opt_level);
+  opt.stop();
+  PhaseTimer emit("llvm emit");
   return detail::emit_machine_code(*m, *tm, type);
 }
 

@@ -1,0 +1,180 @@
+#include "tessel/driver/model_cache.h"
+
+#include <fcntl.h>
+#include <link.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "tessel/driver/artifact.h"
+#include "tessel/driver/options.h"
+#include "tessel/support/error.h"
+#include "tessel/support/fast_hash.h"
+#ifdef TESSEL_HAVE_LLVM
+#include "tessel/codegen/cpu/cpu_codegen.h"
+#endif
+
+namespace tessel {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Bumped when what a key covers changes meaning.
+constexpr const char* kModelCacheRevision = "model-cache-1";
+
+// 128 bits over a sequence of fields, each prefixed by its length so that
+// field boundaries cannot shift between two keys.
+class KeyHash {
+ public:
+  void field(std::string_view s) {
+    const uint64_t n = s.size();
+    bytes(&n, sizeof n);
+    bytes(s.data(), s.size());
+  }
+  // Large data in L2-sized pieces, each hashed into both lanes while cached.
+  void bytes(const void* p, size_t n) {
+    const auto* c = static_cast<const char*>(p);
+    size_t at = 0;
+    do {
+      const size_t len = std::min(kPiece, n - at);
+      h1_ = fast_hash64(c + at, len, h1_);
+      h2_ = fast_hash64(c + at, len, h2_ ^ 0x5bd1e9955bd1e995ull);
+      at += len;
+    } while (at < n);
+  }
+  std::string hex() const {
+    char buf[33];
+    std::snprintf(buf, sizeof buf, "%016" PRIx64 "%016" PRIx64, h1_, h2_);
+    return buf;
+  }
+
+ private:
+  static constexpr size_t kPiece = 256 * 1024;
+  uint64_t h1_ = 0x243f6a8885a308d3ull, h2_ = 0x13198a2e03707344ull;
+};
+
+// Hashes a file's bytes, then its length. Mapped rather than read: read()
+// copied the 650 MB of GPT-2 once more only to hash it.
+void hash_file(KeyHash* h, const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  TS_CHECK(fd >= 0, path, ": cannot open: ", std::strerror(errno));
+  struct stat st {};
+  const bool ok = ::fstat(fd, &st) == 0;
+  const size_t n = ok ? static_cast<size_t>(st.st_size) : 0;
+  void* p = n > 0 ? ::mmap(nullptr, n, PROT_READ, MAP_PRIVATE, fd, 0) : nullptr;
+  ::close(fd);
+  TS_CHECK(ok && p != MAP_FAILED, path, ": cannot map: ", std::strerror(errno));
+  if (p) ::madvise(p, n, MADV_SEQUENTIAL);
+  h->bytes(p, n);
+  if (p) ::munmap(p, n);
+  h->field(std::to_string(n));
+}
+
+// The NT_GNU_BUILD_ID note of the main program, as hex ("" when absent).
+int find_build_id(dl_phdr_info* info, size_t, void* out) {
+  auto* id = static_cast<std::string*>(out);
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_NOTE) continue;
+    const char* p = reinterpret_cast<const char*>(info->dlpi_addr + ph.p_vaddr);
+    const char* end = p + ph.p_memsz;
+    while (p + sizeof(ElfW(Nhdr)) <= end) {
+      const auto* nh = reinterpret_cast<const ElfW(Nhdr)*>(p);
+      const char* name = p + sizeof(ElfW(Nhdr));
+      const char* desc = name + ((nh->n_namesz + 3) & ~3u);
+      if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 && std::memcmp(name, "GNU", 4) == 0) {
+        for (uint32_t k = 0; k < nh->n_descsz; ++k) {
+          char b[3];
+          std::snprintf(b, sizeof b, "%02x", static_cast<unsigned char>(desc[k]));
+          *id += b;
+        }
+        return 1;
+      }
+      p = desc + ((nh->n_descsz + 3) & ~3u);
+    }
+  }
+  return 1;  // only the first object (the main program) is of interest
+}
+
+std::string cache_file(const std::string& key) { return (fs::path(cache_dir()) / "model" / (key + ".tsx")).string(); }
+
+void warn(const std::string& what) { std::fprintf(stderr, "warning: model cache: %s\n", what.c_str()); }
+
+}  // namespace
+
+std::string compiler_build_id() {
+  static const std::string id = [] {
+    std::string s;
+    dl_iterate_phdr(find_build_id, &s);
+    if (!s.empty()) return "build-id:" + s;
+    KeyHash h;  // no build id: the executable's bytes identify it
+    hash_file(&h, "/proc/self/exe");
+    return "exe:" + h.hex();
+  }();
+  return id;
+}
+
+std::string model_cache_key(const std::string& model_path, const std::string& mode,
+                            const std::map<std::string, int64_t>& dims,
+                            const std::vector<std::pair<std::string, std::string>>& input_files) {
+#ifndef TESSEL_HAVE_LLVM
+  return "";  // nothing to cache: the CPU target needs LLVM
+#else
+  if (cache_dir().empty()) return "";
+  KeyHash h;
+  h.field(kModelCacheRevision);
+  h.field(compiler_build_id());
+  h.field(cpu::host_cpu_name());
+  h.field(cpu::host_cpu_features());
+  h.field(mode);
+  for (const auto& [sym, n] : dims) {
+    h.field(sym);
+    h.field(std::to_string(n));
+  }
+  h.field("inputs");
+  for (const auto& [name, file] : input_files) {
+    h.field(name);
+    hash_file(&h, file);
+  }
+  h.field("model");
+  hash_file(&h, model_path);
+  return h.hex();
+#endif
+}
+
+std::optional<std::string> model_cache_lookup(const std::string& key) {
+  if (key.empty()) return std::nullopt;
+  const std::string path = cache_file(key);
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return std::nullopt;
+  return path;
+}
+
+void model_cache_store(const std::string& key, const std::string& artifact_bytes) {
+  if (key.empty()) return;
+  const fs::path folder = fs::path(cache_file(key)).parent_path();
+  std::error_code ec;
+  fs::create_directories(folder, ec);
+  if (ec) return warn("cannot create " + folder.string() + ": " + ec.message());
+  try {
+    write_file_atomically(cache_file(key), artifact_bytes);
+  } catch (const Error& e) {
+    warn(e.what());
+  }
+}
+
+void model_cache_reject(const std::string& key, const std::string& why) {
+  warn(cache_file(key) + " unusable, compiling again: " + why);
+  std::error_code ec;
+  fs::remove(cache_file(key), ec);
+}
+
+}  // namespace tessel

@@ -1,0 +1,31 @@
+#include "tessel/support/phase_timer.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace tessel {
+
+bool phase_timings_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("TESSEL_TIMINGS");
+    return v && *v && std::strcmp(v, "0") != 0;
+  }();
+  return on;
+}
+
+void report_phase(const std::string& phase, double seconds) {
+  if (phase_timings_enabled()) std::fprintf(stderr, "[time] %s: %.3f s\n", phase.c_str(), seconds);
+}
+
+double PhaseTimer::seconds() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
+
+void PhaseTimer::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  report_phase(phase_, seconds());
+}
+
+}  // namespace tessel
