@@ -197,6 +197,24 @@ TEST(LowerGroup, TransposeAfterMatMulIsItsOwnKernel) {
   EXPECT_EQ(r.gemm_kernels, 1u);
 }
 
+// torch.roll after a MatMul (Swin's shifted windows): the group reads the
+// product at two row offsets, which one GEMM epilogue cannot give; the
+// product is stored and the roll reads it.
+TEST(LowerGroup, RollAfterMatMulReadsTheStoredProduct) {
+  Model m;
+  GraphBuilder b(m);
+  Value* x = b.input("x", DType::F32, {7, 6});
+  Value* w = b.input("w", DType::F32, {6, 5});
+  Value* y = b.op("MatMul", {x, w});
+  const auto slice = [&](int64_t from, int64_t to) {
+    return b.op("Slice", {y, b.constant(Tensor::from_i64({from})), b.constant(Tensor::from_i64({to})),
+                          b.constant(Tensor::from_i64({0}))});
+  };
+  b.output(b.op("Concat", {slice(3, 7), slice(0, 3)}, {{"axis", Attribute::of_int(0)}}));
+  auto r = testing::expect_lowered_matches(m);
+  EXPECT_EQ(r.gemm_kernels, 1u);
+}
+
 TEST(LowerGroup, MatMulVectorOperandsAndGemm) {
   {
     Model m;

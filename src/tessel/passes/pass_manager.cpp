@@ -19,12 +19,15 @@ class Pipeline {
  public:
   Pipeline(Model& m, const PassOptions& o) : m_(m), o_(o) {}
 
+  // Runs the pass unless disabled; true when it changed the model.
   template <class F>
-  void step(const std::string& name, F&& pass) {
-    if (o_.disabled.count(name)) return;
+  bool step(const std::string& name, F&& pass) {
+    if (o_.disabled.count(name)) return false;
+    bool changed = false;
     {
       PhaseTimer t("pass " + name);
-      changed_ |= pass();
+      changed = pass();
+      changed_ |= changed;
     }
     if (name == "infer_shapes") inferred_ = true;
     if (o_.print_after == name || o_.print_after == "all") {
@@ -42,6 +45,7 @@ class Pipeline {
         fail("IR verification failed after ", name, ": ", e.what());
       }
     }
+    return changed;
   }
 
   bool changed() const { return changed_; }
@@ -77,16 +81,23 @@ bool run_pipeline(Model& m, const PassOptions& o) {
   // Types and shapes of every value; unifies the exporter's symbols with the
   // inferred expressions.
   p.step("infer_shapes", [&] { return infer_shapes(m, o); });
-  // Constant subgraphs (weights preprocessing, shape arithmetic) become
-  // constants.
-  p.step("fold_constants", [&] { return fold_constants(m, o); });
-  // Whatever folding left unused.
-  p.step("dce", [&] { return eliminate_dead_code(m); });
-  // Duplicate constants and computations (exporters repeat shape code).
-  p.step("cse", [&] { return eliminate_common_subexpressions(m); });
-  // Folded constants can sharpen shapes downstream (Reshape by a shape that
-  // is now constant).
-  p.step("infer_shapes", [&] { return infer_shapes(m, o); });
+  // Folding and inference feed each other: folded constants sharpen shapes
+  // downstream (a Pad by pads that are now constant), and sharper shapes let
+  // more shape arithmetic fold (Swin's next block computes its pads from
+  // that Pad's shape). Repeat until a round folds nothing new or sharpens no
+  // shape; each round can only fold nodes, so the cap is a guard.
+  constexpr int kMaxRounds = 64;
+  for (int round = 0; round < kMaxRounds; ++round) {
+    // Constant subgraphs (weights preprocessing, shape arithmetic) become
+    // constants.
+    const bool folded = p.step("fold_constants", [&] { return fold_constants(m, o); });
+    // Whatever folding left unused.
+    p.step("dce", [&] { return eliminate_dead_code(m); });
+    // Duplicate constants and computations (exporters repeat shape code).
+    p.step("cse", [&] { return eliminate_common_subexpressions(m); });
+    const bool sharpened = p.step("infer_shapes", [&] { return infer_shapes(m, o); });
+    if (!folded || !sharpened) break;
+  }
   return p.changed();
 }
 
