@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 
+#include "tessel/driver/cuda_compiler.h"
 #include "tessel/support/error.h"
 
 namespace tessel {
@@ -79,7 +80,7 @@ std::map<std::string, int64_t> parse_dim_bindings(const std::vector<std::string>
 }
 
 void check_options_supported(const DriverOptions& o) {
-  TS_CHECK(o.target != Target::Cuda, "CUDA target not available yet (use --target cpu or --target reference)");
+  if (o.target == Target::Cuda) fail_target_cuda();
   TS_CHECK(o.precision == Precision::FP32, "--precision ", precision_name(o.precision),
            " is not implemented yet (only fp32)");
   TS_CHECK(o.threads >= 0, "--threads must be >= 0 (0 = default), got ", o.threads);

@@ -1,4 +1,4 @@
-// tessel inspect MODEL [--print-after PASS|all] [--emit graph|fused|loop|llvm|asm|plan]
+// tessel inspect MODEL [--print-after PASS|all] [--emit graph|fused|loop|llvm|asm|plan|cuda|ptx] [--cuda-arch sm_XY]
 //                      [--disable-pass NAME]... [--elide-constants]
 #include <algorithm>
 #include <optional>
@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "tessel/driver/compiler.h"
+#include "tessel/driver/cuda_compiler.h"
 #include "tessel/driver/json.h"
 #include "tessel/driver/model_loader.h"
 #include "tessel/driver/session.h"
@@ -21,9 +22,9 @@ namespace tessel::cli {
 
 namespace {
 
-// What --emit accepts. The CUDA backend adds cuda and ptx.
+// What --emit accepts.
 const std::vector<std::string>& emit_kinds() {
-  static const std::vector<std::string> kinds = {"graph", "fused", "loop", "llvm", "asm", "plan"};
+  static const std::vector<std::string> kinds = {"graph", "fused", "loop", "llvm", "asm", "plan", "cuda", "ptx"};
   return kinds;
 }
 
@@ -48,9 +49,12 @@ MemoryPlan plan_for(const Model& m, const std::map<std::string, int64_t>& bindin
 }
 
 // The text of a compiled stage: fusion groups (marking the ones the
-// interpreter runs), loop IR, LLVM IR after optimisation, or assembly.
-std::string emit_stage(const Model& m, const std::string& emit) {
+// interpreter runs), loop IR, LLVM IR after optimisation, assembly, CUDA C++
+// or PTX (for cuda_arch, or the device's).
+std::string emit_stage(const Model& m, const std::string& emit, const std::string& cuda_arch) {
   CompiledModel c = lower_for_cpu(m);
+  if (emit == "cuda") return emit_cuda(c);
+  if (emit == "ptx") return emit_ptx(c, cuda_arch);
   if (emit == "fused") {
     std::string out = print_fusion(c.plan);
     for (const std::string& why : c.fallback_reasons) out += "# interpreter: " + why + "\n";
@@ -110,7 +114,7 @@ int cmd_inspect(const InspectArgs& a, const CommonArgs& c) {
     plan = plan_for(*m, bindings);
     ir = print_memory_plan(*plan, bindings);
   } else if (a.print_after.empty()) {
-    ir = a.emit == "graph" ? print_model(*m, po) : emit_stage(*m, a.emit);
+    ir = a.emit == "graph" ? print_model(*m, po) : emit_stage(*m, a.emit, a.cuda_arch);
   }
   if (c.json) {
     Json j = Json::object();

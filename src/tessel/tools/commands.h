@@ -34,6 +34,7 @@ struct InspectArgs {
   std::string model;
   std::string print_after;
   std::string emit = "graph";
+  std::string cuda_arch;  // --emit ptx: sm_XY[a]; "" = the device's, else sm_90a
   std::vector<std::string> disable_pass;
   bool elide_constants = false;
 };

@@ -83,7 +83,12 @@ int main(int argc, char** argv) {
   inspect->add_option("MODEL", inspect_args.model, "Model file (.onnx, .tir or a compiled artifact)")->required();
   inspect->add_option("--print-after", inspect_args.print_after, "Print the IR after this pass, or after every pass (all)")
       ->type_name("PASS|all");
-  inspect->add_option("--emit", inspect_args.emit, "What to print: graph (default), fused (kernel groups), loop (loop IR), llvm, asm, plan (memory plan)");
+  inspect->add_option("--emit", inspect_args.emit,
+                      "What to print: graph (default), fused (kernel groups), loop (loop IR), llvm, asm, plan (memory "
+                      "plan), cuda (CUDA C++ of the GPU kernels), ptx (their PTX, through NVRTC)");
+  inspect->add_option("--cuda-arch", inspect_args.cuda_arch,
+                      "Architecture for --emit ptx (default: the GPU's, else sm_90a)")
+      ->type_name("sm_XY");
   inspect->add_option("--disable-pass", inspect_args.disable_pass, "Skip a pass of the pipeline (repeatable)")
       ->allow_extra_args(false)
       ->type_name("NAME");

@@ -1,0 +1,64 @@
+// Loop IR kernels -> one self-contained CUDA C++ translation unit for NVRTC.
+//
+// Each kernel becomes `extern "C" __global__ void SYMBOL(...)` with the
+// parameters, in order:
+//   one pointer per Kernel::params entry (inputs `const`; dense row-major;
+//   f16/bf16 as 16-bit patterns, bool as bytes, as loop/ir.h says),
+//   one `long long` per Kernel::syms entry,
+//   `int* error`: 0 before the launch; a failed Assert stores 1 + its
+//   pre-order number there with atomicCAS (the first to fail wins) and its
+//   thread returns.
+// GPU-axis loops (gpu.block.x ... gpu.thread.z) take their variable from
+// blockIdx/threadIdx; the launch geometry is their extents (1 where an axis
+// is absent), which must depend on the syms only. Other loops, vectorized and
+// unrolled ones included, are plain loops run by each thread.
+//
+// Semantics are loop/scalar.h's, bit for bit, as the CPU code generator
+// implements them: integers wrap (computed in unsigned arithmetic, so no
+// signed overflow is undefined), x / 0 and x % 0 give 0, out-of-range shifts
+// give the sign fill; f16/bf16 live in float registers and are rounded after
+// every inexact operation; casts go through double; Min/Max propagate NaN
+// and order -0 below +0. NVRTC must compile with --fmad=false (nvrtc.h
+// does) so that no a * b + c is contracted into an fma.
+//
+// The source needs no header: f16 conversions are inline PTX and bf16 ones
+// integer code. Transcendental intrinsics must have been expanded
+// (loop/math_expand.h) first; their calls are rejected.
+#pragma once
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "tessel/loop/ir.h"
+
+namespace tessel::cuda {
+
+// Launch geometry: extents of the gpu.block.{x,y,z} and gpu.thread.{x,y,z}
+// loops, i64 expressions over the kernel's syms.
+struct LaunchGeometry {
+  std::array<loop::Expr, 3> grid{loop::Expr(1), loop::Expr(1), loop::Expr(1)};
+  std::array<loop::Expr, 3> block{loop::Expr(1), loop::Expr(1), loop::Expr(1)};
+};
+
+struct KernelSource {
+  std::string kernel_name;  // loop::Kernel::name
+  std::string symbol;       // its extern "C" name in the source
+  LaunchGeometry launch;
+};
+
+struct CudaSource {
+  std::string code;
+  std::vector<KernelSource> kernels;  // in the order given
+};
+
+// Throws tessel::Error for kernels the backend cannot take (the verifier's
+// Target::Cuda rules, GPU loops nested in other loops or repeated, launch
+// extents over loop variables, unexpanded transcendental calls).
+CudaSource emit_cuda_source(const std::vector<loop::Kernel>& kernels);
+
+// The extern "C" name of a kernel: its name with characters outside
+// [A-Za-z0-9] escaped, so distinct names stay distinct.
+std::string kernel_symbol(const std::string& kernel_name);
+
+}  // namespace tessel::cuda

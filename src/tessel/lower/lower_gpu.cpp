@@ -1,0 +1,40 @@
+#include "tessel/lower/lower_gpu.h"
+
+#include "tessel/loop/math_expand.h"
+#include "tessel/loop/simplify.h"
+#include "tessel/loop/visit.h"
+#include "tessel/ops/lowering.h"
+#include "tessel/support/error.h"
+
+namespace tessel {
+
+NestSchedule gpu_nest_schedule() {
+  NestSchedule s;
+  s.vector_width = 1;
+  s.parallel = true;
+  s.gemm = false;
+  return s;
+}
+
+LoweredGroup lower_group_gpu_nest(const FusionGroup& g, const OpRegistry& reg) {
+  LoweredGroup lg = lower_group(g, reg, gpu_nest_schedule());
+  loop::Kernel k = loop::simplify(loop::expand_math(lg.kernel));
+  loop::visit_stmt(k.body, [](const loop::Stmt&) {}, [&](const loop::Expr& root) {
+    loop::visit_expr(root, [&](const loop::Expr& e) {
+      if (e->kind == loop::ExprKind::Call && !loop::is_primitive_intrinsic(e->name))
+        throw LoweringUnsupported(str_cat(g.root->describe(), ": intrinsic '", e->name, "' has no expansion yet"));
+    });
+  });
+  lg.kernel = std::move(k);
+  return lg;
+}
+
+LoweredGroup lower_group_for_gpu(const FusionGroup& g, const OpRegistry& reg, const GpuScheduleOptions& o) {
+  LoweredGroup lg = lower_group_gpu_nest(g, reg);
+  lg.kernel = schedule_for_gpu(lg.kernel, o);
+  lg.parallel_extent.reset();  // the grid covers the iterations now
+  lg.schedule = "gpu";
+  return lg;
+}
+
+}  // namespace tessel

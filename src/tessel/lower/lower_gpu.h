@@ -1,0 +1,25 @@
+// Lowering a fusion group for the GPU: the generic nest without
+// vectorisation or the packed CPU GEMM (a GPU thread runs one output
+// element), transcendentals expanded, simplified, then mapped onto GPU axes
+// by schedule/gpu_schedule.h. The result is what codegen/cuda takes.
+#pragma once
+
+#include "tessel/lower/lower_group.h"
+#include "tessel/schedule/gpu_schedule.h"
+
+namespace tessel {
+
+// The NestSchedule of GPU kernels: vector width 1, no CPU GEMM; the parallel
+// loop fuses the outer dims so that the GPU schedule can flatten it.
+NestSchedule gpu_nest_schedule();
+
+// The group's kernel with the GPU nest, math expanded and simplified, before
+// its mapping onto GPU axes. Throws what lower_group throws
+// (LoweringUnsupported, FusionRejected), and LoweringUnsupported when an
+// intrinsic has no expansion.
+LoweredGroup lower_group_gpu_nest(const FusionGroup& g, const OpRegistry& reg);
+
+// lower_group_gpu_nest, then schedule_for_gpu.
+LoweredGroup lower_group_for_gpu(const FusionGroup& g, const OpRegistry& reg, const GpuScheduleOptions& o = {});
+
+}  // namespace tessel

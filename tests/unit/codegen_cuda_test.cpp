@@ -1,0 +1,348 @@
+// The CUDA backend without a GPU: source emission, the GPU schedule (checked
+// with the loop IR evaluator), NVRTC compilation for sm_90a, the kernel
+// cache, and the clear error of --target cuda where there is no GPU.
+// NVRTC tests skip (GTEST_SKIP) where libnvrtc cannot be loaded.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "../gpu/cuda_test_kernels.h"
+#include "cli_test_util.h"
+#include "tessel/codegen/cuda/cuda_source.h"
+#include "tessel/codegen/cuda/nvrtc.h"
+#include "tessel/loop/printer.h"
+#include "tessel/support/cache_file.h"
+#include "tessel/support/sha256.h"
+
+namespace tessel::cuda {
+namespace {
+
+using namespace tessel::cuda_testing;  // NOLINT
+using tessel::testing::run_tessel;
+
+#define SKIP_WITHOUT_NVRTC()                                                   \
+  do {                                                                         \
+    std::string why_;                                                          \
+    if (!nvrtc_available(&why_)) GTEST_SKIP() << "NVRTC not available: " << why_; \
+  } while (0)
+
+std::filesystem::path temp_dir(const std::string& name) {
+  auto d = std::filesystem::temp_directory_path() / ("tessel_cuda_test_" + name + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  return d;
+}
+
+std::vector<loop::Kernel> all_hand_written() {
+  std::vector<loop::Kernel> ks;
+  for (const TextKernel& t : hand_written_kernels()) ks.push_back(gpu_kernel(t));
+  return ks;
+}
+
+// ---- support: SHA-256 and cache files ---------------------------------------------------
+
+TEST(Sha256, KnownVectors) {
+  EXPECT_EQ(to_hex(sha256("")), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(to_hex(sha256("abc")), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(to_hex(sha256(std::string(1000000, 'a'))),
+            "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+  // 55/56/64 bytes: the padding edge cases, against the one-shot hash of the same bytes fed in pieces.
+  for (size_t n : {55u, 56u, 63u, 64u, 65u, 119u, 120u}) {
+    const std::string s(n, 'x');
+    Sha256 h;
+    h.update(s.substr(0, n / 3));
+    h.update(s.substr(n / 3));
+    EXPECT_EQ(to_hex(h.digest()), to_hex(sha256(s))) << n;
+  }
+}
+
+TEST(CacheFile, RoundTripsAndRejectsDamage) {
+  const auto dir = temp_dir("cachefile");
+  const std::string path = (dir / "sub" / "k.bin").string();
+  EXPECT_FALSE(read_cache_file(path, "TSLTEST1"));
+  write_cache_file(path, "TSLTEST1", std::string("pay\0load", 8));
+  EXPECT_EQ(read_cache_file(path, "TSLTEST1"), std::string("pay\0load", 8));
+  EXPECT_FALSE(read_cache_file(path, "TSLOTHER"));  // another format
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-1, std::ios::end);
+    f.put('X');
+  }
+  EXPECT_FALSE(read_cache_file(path, "TSLTEST1"));  // checksum mismatch
+  std::filesystem::resize_file(path, 20);
+  EXPECT_FALSE(read_cache_file(path, "TSLTEST1"));  // truncated
+  std::filesystem::remove_all(dir);
+}
+
+// ---- emission -------------------------------------------------------------------------
+
+TEST(CudaSource, EmitsSelfContainedKernels) {
+  const std::vector<loop::Kernel> ks = all_hand_written();
+  const CudaSource src = emit_cuda_source(ks);
+  ASSERT_EQ(src.kernels.size(), ks.size());
+  EXPECT_EQ(src.code.find("#include"), std::string::npos);
+  for (size_t i = 0; i < ks.size(); ++i) {
+    EXPECT_EQ(src.kernels[i].kernel_name, ks[i].name);
+    EXPECT_NE(src.code.find("extern \"C\" __global__ void " + src.kernels[i].symbol + "("), std::string::npos);
+  }
+  // Inputs are const, syms are long long, the error word comes last.
+  EXPECT_NE(src.code.find("tessel_rows(const float* b_x, float* b_o, double* b_s, const long long v_n, "
+                          "const long long v_m, int* ts_error)"),
+            std::string::npos)
+      << src.code;
+  EXPECT_NE(src.code.find("ts_fail(ts_error, 2)"), std::string::npos);  // the second assert in pre-order
+}
+
+TEST(CudaSource, LaunchGeometryComesFromGpuLoops) {
+  const std::vector<TextKernel> ts = hand_written_kernels();
+  const loop::Kernel native = gpu_kernel(ts.back());
+  const CudaSource src = emit_cuda_source({native});
+  const LaunchGeometry& g = src.kernels[0].launch;
+  const std::map<std::string, int64_t> n5 = {{"n", 5}};
+  EXPECT_EQ(loop::eval_index(g.grid[0], n5), 2);
+  EXPECT_EQ(loop::eval_index(g.grid[1], n5), 3);
+  EXPECT_EQ(loop::eval_index(g.grid[2], n5), 1);
+  EXPECT_EQ(loop::eval_index(g.block[0], n5), 16);
+  EXPECT_EQ(loop::eval_index(g.block[1], n5), 2);
+  EXPECT_EQ(loop::eval_index(g.block[2], n5), 1);
+  EXPECT_NE(src.code.find("__shared__ float b_sh[32];"), std::string::npos) << src.code;
+}
+
+void expect_rejected(const std::string& text, const std::string& what) {
+  try {
+    emit_cuda_source({loop::parse_kernel(text)});
+    ADD_FAILURE() << "accepted: " << text;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+  }
+}
+
+TEST(CudaSource, RejectsWhatItCannotRun) {
+  expect_rejected("kernel k(out %o: f32[4]) {\n  parallel for i in [0, 4) {\n    o[i] = 1.0f32\n  }\n}\n",
+                  "parallel loop");
+  expect_rejected("kernel k(in %x: f32[4], out %o: f32[4]) {\n  gpu.thread.x for i in [0, 4) {\n"
+                  "    o[i] = exp(x[i])\n  }\n}\n",
+                  "run math expansion first");
+  expect_rejected("kernel k(out %o: f32[4, 4]) {\n  for j in [0, 4) {\n  gpu.thread.x for i in [0, 4) {\n"
+                  "    o[j, i] = 1.0f32\n  }\n  }\n}\n",
+                  "nested in a serial loop");
+  expect_rejected("kernel k(out %o: f32[8]) {\n  gpu.thread.x for i in [0, 4) {\n    o[i] = 1.0f32\n  }\n"
+                  "  gpu.thread.x for j in [0, 4) {\n    o[j + 4] = 1.0f32\n  }\n}\n",
+                  "more than one gpu.thread.x");
+  expect_rejected("kernel k(out %o: f32[4, 4]) {\n  gpu.block.x for j in [0, 4) {\n  gpu.thread.x for i in [0, j + 1) {\n"
+                  "    o[j, i] = 1.0f32\n  }\n  }\n}\n",
+                  "launch extents may use only the kernel's syms");
+}
+
+TEST(CudaSource, SymbolsKeepDistinctNamesDistinct) {
+  EXPECT_EQ(kernel_symbol("fused.add_1"), "tessel_fused_x2eadd__1");
+  EXPECT_NE(kernel_symbol("a.b"), kernel_symbol("a_b"));
+  EXPECT_NE(kernel_symbol("a_x2eb"), kernel_symbol("a.b"));
+}
+
+// ---- the GPU schedule, checked with the evaluator -----------------------------------------
+
+// Runs the original and the scheduled kernel through the evaluator on the same inputs.
+void expect_same_under_evaluator(const loop::Kernel& original, const loop::Kernel& scheduled,
+                                 const std::map<std::string, int64_t>& syms, bool special) {
+  HostBuffers want = random_buffers(original, syms, 11, special);
+  HostBuffers got = want;
+  const int32_t rc_want = loop::run_kernel(original, want.ptrs(), sym_values(original, syms));
+  const int32_t rc_got = loop::run_kernel(scheduled, got.ptrs(), sym_values(scheduled, syms));
+  EXPECT_EQ(rc_got, rc_want) << original.name;
+  EXPECT_EQ(compare_outputs(original, got, want), "") << loop::print(scheduled);
+}
+
+TEST(GpuSchedule, HandWrittenKernelsKeepTheirResults) {
+  for (const TextKernel& t : hand_written_kernels()) {
+    if (t.gpu_native) continue;
+    const loop::Kernel k = loop::parse_kernel(t.text);
+    expect_same_under_evaluator(k, schedule_for_gpu(k), t.syms, t.special_values);
+  }
+}
+
+TEST(GpuSchedule, FlattensRowsIntoThreads) {
+  const std::vector<TextKernel> ts = hand_written_kernels();
+  // floats: [n, 37] elementwise -> one thread per element, no loop left.
+  const std::string floats = loop::print(gpu_kernel(ts[0]));
+  EXPECT_NE(floats.find("gpu.block.x for"), std::string::npos) << floats;
+  EXPECT_NE(floats.find("gpu.thread.x for"), std::string::npos) << floats;
+  EXPECT_EQ(floats.find("  for j"), std::string::npos) << floats;
+  // ints: chunked rank-1 nest -> 64 threads per chunk, guarded by the chunk's extent.
+  const std::string ints = loop::print(gpu_kernel(ts[1]));
+  EXPECT_EQ(ints.find("  for i"), std::string::npos) << ints;
+  EXPECT_NE(ints.find("if "), std::string::npos) << ints;
+  // rows: row reductions stay serial inside one thread per row.
+  const std::string rows = loop::print(gpu_kernel(ts[3]));
+  EXPECT_NE(rows.find("for k in"), std::string::npos) << rows;
+  EXPECT_NE(rows.find("gpu.thread.x for"), std::string::npos) << rows;
+  // total: no parallel loop -> one thread (the extent-1 GPU loops simplify away).
+  const CudaSource total = emit_cuda_source({gpu_kernel(ts[4])});
+  for (int d = 0; d < 3; ++d) {
+    EXPECT_TRUE(loop::is_const(total.kernels[0].launch.grid[static_cast<size_t>(d)], 1));
+    EXPECT_TRUE(loop::is_const(total.kernels[0].launch.block[static_cast<size_t>(d)], 1));
+  }
+}
+
+TEST(GpuSchedule, DoesNotFlattenDependentIterations) {
+  // A scan: iteration j reads what j - 1 wrote, so threads take whole rows.
+  const loop::Kernel k = loop::parse_kernel(
+      "kernel scan(in %x: f32[n, 16], out %o: f32[n, 16]) syms(n) {\n  parallel for p in [0, n) {\n"
+      "    o[p, 0] = x[p, 0]\n    for j in [1, 16) {\n      o[p, j] = o[p, j - 1] + x[p, j]\n    }\n  }\n}\n");
+  const loop::Kernel s = schedule_for_gpu(k);
+  EXPECT_NE(loop::print(s).find("for j in"), std::string::npos) << loop::print(s);
+  expect_same_under_evaluator(k, s, {{"n", 300}}, true);
+  const loop::Kernel k2 = loop::parse_kernel(
+      "kernel scan2(in %x: f32[n, 16], out %o: f32[n, 16]) syms(n) {\n  parallel for p in [0, n) {\n"
+      "    for j in [1, 16) {\n      o[p, j] = o[p, j - 1] + x[p, j]\n    }\n  }\n}\n");
+  const loop::Kernel s2 = schedule_for_gpu(k2);
+  EXPECT_NE(loop::print(s2).find("for j in"), std::string::npos) << loop::print(s2);
+  expect_same_under_evaluator(k2, s2, {{"n", 300}}, true);
+}
+
+TEST(GpuSchedule, FusedGroupsKeepTheirResults) {
+  for (const GroupModel& gm : group_models()) {
+    Model m;
+    GraphBuilder b(m);
+    gm.build(b);
+    PassOptions po;
+    run_pipeline(m, po);
+    const FusionPlan plan = plan_fusion(*m.graph, OpRegistry::global());
+    size_t lowered = 0;
+    for (const FusionGroup& g : plan.groups) {
+      if (!g.compiled) continue;
+      const LoweredGroup nest = lower_group_gpu_nest(g, OpRegistry::global());
+      const loop::Kernel s = schedule_for_gpu(nest.kernel);
+      expect_same_under_evaluator(nest.kernel, s, {}, true);
+      ++lowered;
+    }
+    EXPECT_GE(lowered, 1u) << gm.name;
+  }
+}
+
+// ---- NVRTC ----------------------------------------------------------------------------------
+
+NvrtcOptions hopper() {
+  NvrtcOptions o;
+  o.arch = "sm_90a";
+  return o;
+}
+
+TEST(Nvrtc, CompilesHandWrittenKernelsForHopper) {
+  SKIP_WITHOUT_NVRTC();
+  const Cubin c = compile_to_cubin(emit_cuda_source(all_hand_written()).code, hopper());
+  ASSERT_GE(c.image.size(), 4u);
+  EXPECT_EQ(c.image.substr(0, 4), "\x7f" "ELF");
+  EXPECT_FALSE(c.from_cache);
+}
+
+TEST(Nvrtc, CompilesFusedGroups) {
+  SKIP_WITHOUT_NVRTC();
+  std::vector<loop::Kernel> ks;
+  std::vector<std::unique_ptr<Model>> models;  // the kernels' graphs stay alive
+  for (const GroupModel& gm : group_models()) {
+    models.push_back(std::make_unique<Model>());
+    GraphBuilder b(*models.back());
+    gm.build(b);
+    for (LoweredGroup& lg : lowered_gpu_groups(*models.back())) {
+      lg.kernel.name = gm.name + "." + lg.kernel.name;
+      ks.push_back(lg.kernel);
+    }
+  }
+  const CudaSource src = emit_cuda_source(ks);
+  EXPECT_EQ(compile_to_cubin(src.code, hopper()).image.substr(0, 4), "\x7f" "ELF");
+}
+
+TEST(Nvrtc, PtxIsForTheVirtualArchitecture) {
+  SKIP_WITHOUT_NVRTC();
+  const std::string ptx = compile_to_ptx(emit_cuda_source({gpu_kernel(hand_written_kernels()[0])}).code, hopper());
+  EXPECT_NE(ptx.find(".target sm_90a"), std::string::npos) << ptx.substr(0, 400);
+  EXPECT_NE(ptx.find(".entry tessel_floats"), std::string::npos);
+  // --fmad=false: products and sums stay separate instructions.
+  EXPECT_NE(ptx.find("mul.rn.f32"), std::string::npos);
+}
+
+TEST(Nvrtc, ErrorsCarryTheLog) {
+  SKIP_WITHOUT_NVRTC();
+  try {
+    compile_to_cubin("extern \"C\" __global__ void k() { undeclared_thing(); }\n", hopper());
+    ADD_FAILURE() << "compiled";
+  } catch (const Error& e) {
+    const std::string w = e.what();
+    EXPECT_NE(w.find("NVRTC could not compile"), std::string::npos) << w;
+    EXPECT_NE(w.find("undeclared_thing"), std::string::npos) << w;
+  }
+}
+
+TEST(Nvrtc, FindsTheCudaHeaders) {
+  SKIP_WITHOUT_NVRTC();
+  if (cuda_include_dir().empty()) GTEST_SKIP() << "no CUDA include folder (cuda_fp16.h) found";
+  const std::string src =
+      "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n"
+      "extern \"C\" __global__ void k(__half* h, __nv_bfloat16* b) { h[0] = __hadd(h[0], h[1]); b[0] = b[1]; }\n";
+  EXPECT_FALSE(compile_to_cubin(src, hopper()).image.empty());
+}
+
+TEST(Nvrtc, DiskCacheIsKeyedBySourceAndArch) {
+  SKIP_WITHOUT_NVRTC();
+  const auto dir = temp_dir("nvrtc_cache");
+  NvrtcOptions o = hopper();
+  o.cache_dir = dir.string();
+  const std::string src = emit_cuda_source({gpu_kernel(hand_written_kernels()[4])}).code;
+  const Cubin first = compile_to_cubin(src, o);
+  EXPECT_FALSE(first.from_cache);
+  const Cubin second = compile_to_cubin(src, o);
+  EXPECT_TRUE(second.from_cache);
+  EXPECT_EQ(second.image, first.image);
+  EXPECT_FALSE(compile_to_cubin(src + "\n", o).from_cache);  // another source
+  o.arch = "sm_80";
+  EXPECT_FALSE(compile_to_cubin(src, o).from_cache);  // another architecture
+  // A damaged file is compiled again and replaced.
+  for (const auto& e : std::filesystem::directory_iterator(dir / "cuda")) std::filesystem::resize_file(e.path(), 10);
+  o.arch = "sm_90a";
+  EXPECT_FALSE(compile_to_cubin(src, o).from_cache);
+  EXPECT_TRUE(compile_to_cubin(src, o).from_cache);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Nvrtc, ArchitectureFromComputeCapability) {
+  EXPECT_EQ(arch_for_compute_capability(9, 0), "sm_90a");
+  EXPECT_EQ(arch_for_compute_capability(8, 6), "sm_86");
+}
+
+// ---- the CLI ----------------------------------------------------------------------------------
+
+std::string write_add_model(const std::filesystem::path& dir) {
+  const std::string path = (dir / "add.tir").string();
+  std::ofstream(path) << "tessel.model opset(ai.onnx=17) {\ngraph @add(%x: f32[n,16], %y: f32[16]) -> (%z: f32[n,16]) {\n"
+                         "  %s = Add(%x, %y)\n  %z = Relu(%s)\n  return %z\n}\n}\n";
+  return path;
+}
+
+TEST(CudaCli, TargetCudaWithoutADriverIsOneClearError) {
+  const auto dir = temp_dir("cli_target");
+  std::string out;
+  const int code = run_tessel("TESSEL_LIBCUDA=/nonexistent/libcuda.so.1", "run " + write_add_model(dir) + " --target cuda", &out);
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("error: "), std::string::npos) << out;
+  EXPECT_NE(out.find("no NVIDIA driver found"), std::string::npos) << out;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(CudaCli, InspectEmitsCudaAndPtx) {
+  const auto dir = temp_dir("cli_inspect");
+  const std::string model = write_add_model(dir);
+  std::string cuda;
+  ASSERT_EQ(run_tessel("", "inspect " + model + " --emit cuda", &cuda), 0) << cuda;
+  EXPECT_NE(cuda.find("extern \"C\" __global__ void tessel_"), std::string::npos) << cuda;
+  std::string why;
+  if (!nvrtc_available(&why)) GTEST_SKIP() << "NVRTC not available: " << why;
+  std::string ptx;
+  ASSERT_EQ(run_tessel("", "inspect " + model + " --emit ptx", &ptx), 0) << ptx;
+  EXPECT_NE(ptx.find(".entry tessel_"), std::string::npos) << ptx;
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace tessel::cuda
