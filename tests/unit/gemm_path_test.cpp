@@ -123,6 +123,22 @@ TEST(GemmPath, BatchOfOneStillSpreads) {
   EXPECT_GE(units[0], 2);  // N = 1100 is more than one N block
 }
 
+// GPT-2's fused QKV projection, N = 2304: five N blocks of at most 512
+// would leave one of two threads a block short; the tiles are balanced for
+// at least two threads even when the lowering's CpuInfo says one core.
+TEST(GemmPath, TilesAreBalancedForTwoThreads) {
+  Model m;
+  GraphBuilder b(m);
+  Value* x = b.input("x", DType::F32, {4, 8});
+  Value* w = b.input("w", DType::F32, {8, 2304});
+  b.output(b.op("MatMul", {x, w}));
+  PassOptions o;
+  run_pipeline(m, o);
+  const std::vector<int64_t> units = gemm_parallel_extents(m);
+  ASSERT_EQ(units.size(), 1u);
+  EXPECT_EQ(units[0] % 2, 0) << units[0];
+}
+
 TEST(GemmPath, OddSizesAndEmptyK) {
   struct Shape {
     int64_t M, N, K;

@@ -10,6 +10,7 @@
 // epilogue lowers the root again per output element with that reduction
 // replaced by the finished dot product. Anything else (a second reduction,
 // a product of another shape) falls back to the generic loop nest.
+#include <algorithm>
 #include <optional>
 
 #include "tessel/loop/simplify.h"
@@ -214,7 +215,12 @@ std::optional<LoweredGroup> GroupLowerer::lower_contraction(const Node& c) {
   // 32000) its tasks from N.
   int64_t k_hint = -1;
   if (!loop::as_const_int(loop::simplify(K), &k_hint)) k_hint = -1;
-  GemmSchedule gs = default_gemm_schedule(sched_.cpu, hint(M), hint(dims.back()), k_hint, sched_.parallel, hint(batch));
+  // The thread count is the runtime's choice and the lowering's CpuInfo may
+  // not know the host (cores = 1): balance the tiles for at least two, so
+  // that e.g. GPT-2's N = 2304 gives 6 tiles rather than 5.
+  CpuInfo cpu = sched_.cpu;
+  cpu.cores = std::max(cpu.cores, 2);
+  GemmSchedule gs = default_gemm_schedule(cpu, hint(M), hint(dims.back()), k_hint, sched_.parallel, hint(batch));
   gs.parallel_over_m_blocks = sched_.parallel;
   Stmt body = gemm_nest(ops, gs, fresh("g"));
   std::optional<Dim> parallel_extent;
