@@ -24,6 +24,7 @@ struct EvalRun {
   size_t kernels = 0;       // groups run as lowered kernels
   size_t interpreted = 0;   // groups run by the interpreter
   size_t gemm_kernels = 0;  // kernels built by the packed GEMM schedule
+  std::map<std::string, size_t> schedules;  // kernels per LoweredGroup::schedule
 };
 
 // Runs m with every compiled group lowered (as driver/compiler.h plans it) and
@@ -74,6 +75,7 @@ inline EvalRun run_lowered(const Model& m, const std::vector<RtValue>& inputs) {
     vals[out] = RtValue(result);
     ++r.kernels;
     if (lg.schedule == "gemm") ++r.gemm_kernels;
+    ++r.schedules[lg.schedule];
   }
   for (const Value* v : g.outputs) r.outputs.push_back(v->constant ? RtValue(*v->constant) : vals.at(v));
   return r;

@@ -52,6 +52,7 @@ int64_t hint(const Dim& d) { return d.is_const() ? d.value() : -1; }
 
 Expr GroupLowerer::contraction_reduce(ReduceOp op, const Expr& init, const Idx& extents,
                                       const std::function<Expr(const Idx&)>& body) {
+  if (conv_.active) return conv_reduce(op, init, extents, body);
   const bool zero = init->kind == loop::ExprKind::FloatImm && init->float_value == 0;
   if (current_ != gemm_.node || op != ReduceOp::Sum || extents.size() != 1 || !zero || init.dtype() != DType::F32)
     throw NotGemm{};
@@ -86,10 +87,10 @@ std::optional<LoweredGroup> GroupLowerer::try_contraction() {
       c = n;
     }
   }
-  if (!c || !gemm_candidate(*c)) return std::nullopt;
+  if (!c || !(gemm_candidate(*c) || conv_candidate(*c))) return std::nullopt;
   std::optional<LoweredGroup> lg;
   try {
-    lg = lower_contraction(*c);
+    lg = conv_candidate(*c) ? lower_conv(*c) : lower_contraction(*c);
   } catch (const NotGemm&) {
   } catch (const LoweringUnsupported&) {
     return std::nullopt;  // the generic path reports it

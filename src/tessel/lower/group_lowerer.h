@@ -84,6 +84,15 @@ class GroupLowerer {
   Expr contraction_reduce(ReduceOp op, const Expr& init, const Idx& extents,
                           const std::function<Expr(const Idx&)>& body);
   std::optional<LoweredGroup> lower_contraction(const Node& c);
+  // Convolutions (conv_gemm.cpp): group 1 as an implicit GEMM per image.
+  // conv_reduce is contraction_reduce for them: it captures the sum over
+  // (channels, kernel offsets) and the padding condition of its body.
+  std::optional<LoweredGroup> lower_conv(const Node& c);
+  // Lowers the root at `index` capturing conv c's tap; false when it has none.
+  bool probe_conv(const Node& c, const Idx& index);
+  // Depthwise (conv_depthwise.cpp): a direct kernel vectorized over ow.
+  std::optional<LoweredGroup> lower_depthwise(const Node& c);
+  Expr conv_reduce(ReduceOp op, const Expr& init, const Idx& extents, const std::function<Expr(const Idx&)>& body);
   std::string fresh(const char* prefix) { return str_cat(prefix, counter_++); }
 
   const FusionGroup& group_;
@@ -108,10 +117,20 @@ class GroupLowerer {
     bool probing = false;
     Expr a, b, k, acc;
   } gemm_;
+  // The convolution's reduction variables (0 for extents of 1), their
+  // extents and the condition under which a tap reads the input.
+  struct ConvCapture {
+    bool active = false;
+    Idx ks, extents;
+    Expr inside;
+  } conv_;
 };
 
 // Thrown inside the GEMM path when the group does not fit it.
 struct NotGemm {};
+
+// A float Conv, which lower_conv may take.
+bool conv_candidate(const Node& n);
 
 Expr combine(ReduceOp op, const Expr& acc, const Expr& v);
 Stmt wrap_allocs(const std::vector<loop::BufferRef>& allocs, Stmt body);

@@ -1,0 +1,276 @@
+// Convolutions on the GEMM path. A Conv with group 1 is an implicit GEMM
+// per image n:
+//
+//   out[n, oc, p] = Σ_k W[oc, k] · X_im2col[n, k, p]
+//
+// with M = OC (A = the weights, [OC, C·prod(kernel)] row-major as stored),
+// N = the output positions p (the spatial dims flattened, contiguous in
+// NCHW), K = C·prod(kernel). Nothing is materialised: the packing of B
+// evaluates the conv's own tap expression (index arithmetic and the padding
+// select), and the rest of the group (bias, Relu, residual Add, ...) is the
+// epilogue, as on the MatMul path (contraction.cpp).
+//
+// The conv's reduction is captured with one variable per extent (channel,
+// kernel offsets), so that A and B are written over k through its row-major
+// digits. Every parameter buffer is then viewed as flat: an index whose
+// digits are the row-major digits of one position (the weights' (c, kh, kw)
+// of k, an activation's (oh, ow) of p) folds back into that position, so
+// that a 1x1 stride-1 conv packs B with plain vector loads and the epilogue
+// stores whole vectors.
+#include <algorithm>
+#include <map>
+
+#include "tessel/loop/simplify.h"
+#include "tessel/loop/visit.h"
+#include "tessel/lower/group_lowerer.h"
+#include "tessel/schedule/gemm.h"
+#include "tessel/support/error.h"
+
+namespace tessel::lowering {
+
+namespace {
+
+using loop::BinaryOp;
+using loop::ExprKind;
+
+bool is_binary(const Expr& e, BinaryOp op) { return e->kind == ExprKind::Binary && e->binary == op; }
+
+// The row-major digits of `p` in [0, prod(dims)); 0 for dims of 1 (so that
+// they do not hide the quotients that horner_step folds).
+Idx digits(const Expr& p, const Idx& dims) {
+  Idx r(dims.size());
+  Expr rest = p;
+  for (size_t d = dims.size(); d-- > 0;) {
+    if (loop::is_const(dims[d], 1)) {
+      r[d] = d == 0 ? rest : Expr(0);
+      continue;
+    }
+    r[d] = d == 0 ? rest : loop::floormod(rest, dims[d]);
+    if (d > 0) rest = loop::floordiv(rest, dims[d]);
+  }
+  return r;
+}
+
+// acc * extent + i, where (A + y floordiv c) * c + y floormod c => A * c + y
+// (and (y floordiv c) * c + y floormod c => y): digits fold back. A dim of
+// 1 is indexed by 0 and leaves acc as it is.
+Expr horner_step(const Expr& acc, const Expr& i, const Expr& extent) {
+  if (loop::is_const(extent, 1) && loop::is_const(i, 0)) return acc;
+  if (is_binary(i, BinaryOp::FloorMod) && loop::equal(i->args[1], extent)) {
+    const Expr& y = i->args[0];
+    const auto is_quotient = [&](const Expr& q) {
+      return is_binary(q, BinaryOp::FloorDiv) && loop::equal(q->args[0], y) && loop::equal(q->args[1], extent);
+    };
+    if (is_quotient(acc)) return y;
+    if (is_binary(acc, BinaryOp::Add) && is_quotient(acc->args[1])) return acc->args[0] * extent + y;
+  }
+  return acc * extent + i;
+}
+
+Expr row_major_offset(const Idx& index, const Idx& shape) {
+  Expr acc = index.at(0);
+  for (size_t d = 1; d < index.size(); ++d) acc = horner_step(acc, index[d], shape[d]);
+  return acc;
+}
+
+// Rewrites every access to a parameter buffer into an access to a 1-D view
+// of it (the same memory, row-major).
+class FlatView {
+ public:
+  loop::BufferRef of(const loop::BufferRef& b) {
+    auto it = flat_.find(b.get());
+    if (it != flat_.end()) return it->second;
+    Expr numel = Expr(1);
+    for (const Expr& d : b->shape) numel = numel * d;
+    loop::BufferRef f = make_buffer(b->name, b->dtype, {loop::simplify(numel)}, loop::BufferScope::Param);
+    flat_[b.get()] = f;
+    return f;
+  }
+
+  Expr expr(const Expr& e) {
+    Expr x = loop::map_args(e, [&](const Expr& a) { return expr(a); });
+    if (x->kind != ExprKind::Load || x->buffer->scope != loop::BufferScope::Param || x->buffer->shape.size() < 2)
+      return x;
+    return loop::load(of(x->buffer), {row_major_offset(x->args, x->buffer->shape)});
+  }
+
+  Stmt stmt(const Stmt& s) {
+    const auto fe = [&](const Expr& e) { return expr(e); };
+    if (s->kind == loop::StmtKind::Store && s->buffer->scope == loop::BufferScope::Param && s->buffer->shape.size() >= 2) {
+      Idx index;
+      for (const Expr& i : s->indices) index.push_back(expr(i));
+      return loop::store(of(s->buffer), {row_major_offset(index, s->buffer->shape)}, expr(s->value));
+    }
+    return loop::map_stmt(s, fe, [&](const Stmt& c) { return stmt(c); });
+  }
+
+  // The view of `b`, or `b` itself when it was never flattened.
+  loop::BufferRef view_or_self(const loop::BufferRef& b) const {
+    auto it = flat_.find(b.get());
+    return it == flat_.end() ? b : it->second;
+  }
+
+ private:
+  std::map<const loop::Buffer*, loop::BufferRef> flat_;
+};
+
+bool is_float_zero(const Expr& e) { return e->kind == ExprKind::FloatImm && e->float_value == 0; }
+
+int64_t product(const Idx& extents) {
+  int64_t n = 1;
+  for (const Expr& e : extents) {
+    int64_t v = 0;
+    if (!loop::as_const_int(e, &v)) return -1;
+    n *= v;
+  }
+  return n;
+}
+
+}  // namespace
+
+bool conv_candidate(const Node& n) {
+  return n.domain.empty() && n.op == "Conv" && n.outputs.at(0)->type.dtype == DType::F32;
+}
+
+Expr GroupLowerer::conv_reduce(ReduceOp op, const Expr& init, const Idx& extents,
+                               const std::function<Expr(const Idx&)>& body) {
+  if (current_ != gemm_.node || op != ReduceOp::Sum || extents.empty() || !is_float_zero(init) ||
+      init.dtype() != DType::F32)
+    throw NotGemm{};
+  if (!gemm_.probing) return gemm_.acc;
+  conv_.extents = extents;
+  conv_.ks.clear();
+  for (size_t d = 0; d < extents.size(); ++d)
+    conv_.ks.push_back(loop::is_const(extents[d], 1) ? Expr(0) : loop::var(str_cat("gk", d)));
+  Expr v = body(conv_.ks);
+  // Taps in the padding contribute select(inside, x * w, 0): the condition
+  // goes with the factor that reads the input, into B's packing.
+  if (v->kind == ExprKind::Select && is_float_zero(v->args[2])) {
+    conv_.inside = v->args[0];
+    v = v->args[1];
+  }
+  if (!is_binary(v, BinaryOp::Mul)) throw NotGemm{};
+  gemm_.a = v->args[0];
+  gemm_.b = v->args[1];
+  return loop::var("gacc", DType::F32);
+}
+
+bool GroupLowerer::probe_conv(const Node& c, const Idx& index) {
+  gemm_.node = &c;
+  gemm_.probing = true;
+  conv_ = ConvCapture{};
+  conv_.active = true;
+  levels_.assign(1, Level{});
+  output_levels_ = 1;
+  value_at(group_.root->outputs.at(group_.root_output), index);
+  return gemm_.a.defined();
+}
+
+std::optional<LoweredGroup> GroupLowerer::lower_conv(const Node& c) {
+  const Value* out = group_.root->outputs.at(group_.root_output);
+  const Value* cout = c.outputs.at(0);
+  if (c.attr_int("group", 1) != 1) return lower_depthwise(c);
+  if (!out->type.has_shape() || !cout->type.has_shape() || *out->type.shape != *cout->type.shape) return std::nullopt;
+  const Shape& dims = *out->type.shape;
+  const size_t r = dims.size();
+  if (r < 3 || !dims[1].is_const()) return std::nullopt;
+  int64_t positions = 1;
+  for (size_t d = 2; d < r; ++d) {
+    if (!dims[d].is_const()) return std::nullopt;
+    positions *= dims[d].value();
+  }
+  const Idx shape = shape_of(out);
+  const Idx spatial(shape.begin() + 2, shape.end());
+  const Expr n = loop::var("gb0"), oc = loop::var("gi0"), gj = loop::var("gj");
+  const auto out_index = [&](const Expr& m, const Expr& p) {
+    Idx index{n, m};
+    for (const Expr& e : digits(p, spatial)) index.push_back(e);
+    return index;
+  };
+
+  // Probe: capture the weights (A), the input tap (B) and the padding test.
+  if (!probe_conv(c, out_index(oc, gj))) return std::nullopt;
+  const int64_t K = product(conv_.extents);
+  if (K < 0) return std::nullopt;
+  loop::Bounds bounds;
+  if (dims[0].is_const() && dims[0].value() > 0) bounds[n->name] = {0, dims[0].value() - 1};
+  bounds[oc->name] = {0, dims[1].value() - 1};
+  bounds[gj->name] = {0, positions - 1};
+  for (size_t d = 0; d < conv_.ks.size(); ++d) {
+    int64_t e = 0;
+    loop::as_const_int(conv_.extents[d], &e);
+    if (conv_.ks[d]->kind == ExprKind::Var) bounds[conv_.ks[d]->name] = {0, e - 1};
+  }
+  Expr a = loop::simplify(gemm_.a, bounds), b = loop::simplify(gemm_.b, bounds);
+  if (loop::mentions_var(a, gj->name)) std::swap(a, b);
+  Expr inside = conv_.inside.defined() ? loop::simplify(conv_.inside, bounds) : loop::bool_imm(true);
+  if (loop::mentions_var(a, gj->name) || loop::mentions_var(b, oc->name) || loop::mentions_var(inside, oc->name))
+    return std::nullopt;
+  if (!loop::is_const(inside, 1)) b = loop::select(inside, b, loop::float_imm(DType::F32, 0));
+  // Flattened only once k is written as digits, so that they fold.
+  FlatView flat;
+
+  GemmOperands ops;
+  ops.M = shape[1];
+  ops.N = Expr(positions);
+  ops.K = Expr(K);
+  const auto k_digits = [&](const Expr& k) {
+    loop::VarMap m;
+    const Idx at = digits(k, conv_.extents);
+    for (size_t d = 0; d < conv_.ks.size(); ++d)
+      if (conv_.ks[d]->kind == ExprKind::Var) m[conv_.ks[d]->name] = at[d];
+    return m;
+  };
+  ops.a = [&](const Expr& i, const Expr& k) {
+    loop::VarMap m = k_digits(k);
+    m[oc->name] = i;
+    return loop::simplify(flat.expr(loop::substitute(a, m)));
+  };
+  ops.b = [&](const Expr& k, const Expr& j) {
+    loop::VarMap m = k_digits(k);
+    m[gj->name] = j;
+    return loop::simplify(flat.expr(loop::substitute(b, m)));
+  };
+  const loop::BufferRef out_buf =
+      make_buffer(str_cat("out", params_.size()), out->type.dtype, shape, loop::BufferScope::Param);
+  const Expr ei = loop::var("gei"), ej = loop::var("gej");
+  bounds[ei->name] = bounds[oc->name];
+  bounds[ej->name] = bounds[gj->name];
+  ops.epilogue = [&](const Expr& i, const Expr& j, const Expr& acc) {
+    gemm_.probing = false;
+    gemm_.acc = acc;
+    memo_.clear();
+    levels_.assign(1, Level{});
+    const Idx index = out_index(ei, ej);
+    const Expr v = value_at(out, index);
+    std::vector<Stmt> stmts = levels_[0].stmts;
+    stmts.push_back(loop::store(out_buf, index, v));
+    const Stmt st = loop::simplify(flat.stmt(wrap_allocs(levels_[0].allocs, loop::seq(stmts))), bounds);
+    return loop::substitute(st, {{ei->name, i}, {ej->name, j}});
+  };
+
+  // The images are gemm_nest's batch: one parallel loop over (image, tile)
+  // pairs, so that one image still spreads over the cores.
+  ops.batch = shape[0];
+  ops.batch_var = n->name;
+  const int64_t images = dims[0].is_const() ? dims[0].value() : -1;
+  // The runtime picks the thread count; balance the tiles for at least two.
+  CpuInfo cpu = sched_.cpu;
+  cpu.cores = std::max(cpu.cores, 2);
+  GemmSchedule gs = default_gemm_schedule(cpu, dims[1].value(), positions, K, sched_.parallel, images);
+  gs.parallel_over_m_blocks = sched_.parallel;
+  const Stmt body = gemm_nest(ops, gs, fresh("g"));
+  // gemm_parallel_extent as a Dim (a loop of one iteration is simplified away).
+  std::optional<Dim> parallel_extent;
+  const Dim units = dims[0] * Dim::ceildiv(dims[1], Dim(gs.mc)) * Dim::ceildiv(Dim(positions), Dim(gs.nc));
+  if (sched_.parallel && !(units.is_const() && units.value() == 1)) parallel_extent = units;
+
+  for (loop::BufferRef& p : params_) p = flat.view_or_self(p);
+  gemm_ = GemmCapture{};
+  conv_ = ConvCapture{};
+  LoweredGroup lg = finish(body, flat.view_or_self(out_buf), parallel_extent);
+  lg.schedule = "conv_gemm";
+  return lg;
+}
+
+}  // namespace tessel::lowering

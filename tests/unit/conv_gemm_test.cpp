@@ -1,0 +1,259 @@
+// Convolutions on the compiled path: group-1 convs as implicit GEMMs
+// (lower/conv_gemm.cpp) and depthwise convs as direct kernels, checked
+// against the reference interpreter through the loop-IR evaluator (exact
+// semantics of the lowered kernels) and through LLVM (the compiled code,
+// for every thread count bitwise the same).
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "lower_test_util.h"
+#include "tessel/ir/builder.h"
+#include "tessel/loop/visit.h"
+#include "tessel/runtime/executable.h"
+
+namespace tessel {
+namespace {
+
+using testing::expect_lowered_matches;
+
+Attribute ints(std::vector<int64_t> v) { return Attribute::of_ints(std::move(v)); }
+
+// x -> Conv(x, w[, bias]) with f32 inputs of the given shapes, then `tail`
+// (the epilogue ops, given the conv's output; identity when empty).
+struct ConvModel {
+  Shape x, w;
+  Attrs attrs;
+  bool bias = true;
+  std::function<Value*(GraphBuilder&, Value*)> tail;
+};
+
+std::unique_ptr<Model> build(const ConvModel& c) {
+  auto m = std::make_unique<Model>();
+  GraphBuilder b(*m);
+  std::vector<Value*> in{b.input("x", DType::F32, c.x), b.input("w", DType::F32, c.w)};
+  if (c.bias) in.push_back(b.input("b", DType::F32, {c.w[0]}));
+  Value* y = b.op("Conv", in, c.attrs);
+  b.output(c.tail ? c.tail(b, y) : y);
+  return m;
+}
+
+size_t count(const testing::EvalRun& r, const std::string& schedule) {
+  auto it = r.schedules.find(schedule);
+  return it == r.schedules.end() ? 0 : it->second;
+}
+
+// Lowers, evaluates and compares; expects `kernels` kernels of which
+// `conv` are implicit GEMMs.
+void expect_conv_gemm(const ConvModel& c, size_t conv = 1, size_t kernels = 1,
+                      const std::map<std::string, int64_t>& dims = {}) {
+  auto m = build(c);
+  testing::EvalRun r = expect_lowered_matches(*m, dims);
+  EXPECT_EQ(r.interpreted, 0u);
+  EXPECT_EQ(r.kernels, kernels);
+  EXPECT_EQ(count(r, "conv_gemm"), conv);
+}
+
+TEST(ConvGemm, Pointwise) { expect_conv_gemm({{1, 5, 6, 7}, {9, 5, 1, 1}, {}}); }
+
+TEST(ConvGemm, ThreeByThreePaddedWithoutBias) {
+  expect_conv_gemm({{1, 3, 9, 7}, {5, 3, 3, 3}, {{"pads", ints({1, 1, 1, 1})}}, false});
+}
+
+TEST(ConvGemm, StridedAsymmetricPadsDilated) {
+  expect_conv_gemm({{1, 3, 11, 9},
+                    {4, 3, 3, 2},
+                    {{"pads", ints({0, 1, 2, 1})}, {"strides", ints({2, 1})}, {"dilations", ints({2, 3})}}});
+}
+
+TEST(ConvGemm, SevenBySevenStemStride2) {
+  expect_conv_gemm({{1, 3, 13, 12}, {6, 3, 7, 7}, {{"pads", ints({3, 3, 3, 3})}, {"strides", ints({2, 2})}}});
+}
+
+TEST(ConvGemm, PointwiseStride2Downsample) {
+  expect_conv_gemm({{1, 6, 9, 8}, {7, 6, 1, 1}, {{"strides", ints({2, 2})}}});
+}
+
+TEST(ConvGemm, OneAndThreeSpatialDims) {
+  expect_conv_gemm({{2, 3, 17}, {5, 3, 3}, {{"pads", ints({1, 2})}, {"dilations", ints({2})}}});
+  expect_conv_gemm({{1, 2, 4, 5, 6}, {3, 2, 3, 3, 3}, {{"pads", ints({1, 1, 1, 1, 1, 1})}, {"strides", ints({1, 2, 1})}}});
+}
+
+// Sizes that fill neither the register tile (13 rows, 45 positions) nor the
+// vector width, and K = 4 * 3 * 3 = 36 that is not a multiple of anything.
+TEST(ConvGemm, OddSizesAndBatch) {
+  expect_conv_gemm({{3, 4, 5, 9}, {13, 4, 3, 3}, {{"pads", ints({1, 1, 1, 1})}}});
+}
+
+TEST(ConvGemm, SymbolicBatch) {
+  for (int64_t n : {1, 3}) {
+    SCOPED_TRACE(n);
+    expect_conv_gemm({{Dim::sym("N"), 3, 6, 5}, {4, 3, 3, 3}, {{"pads", ints({1, 0, 1, 2})}}}, 1, 1, {{"N", n}});
+  }
+}
+
+TEST(ConvGemm, EpiloguesRelu) {
+  expect_conv_gemm({{1, 4, 6, 6}, {8, 4, 3, 3}, {{"pads", ints({1, 1, 1, 1})}}, true,
+                    [](GraphBuilder& b, Value* y) { return b.op("Relu", {y}); }});
+}
+
+TEST(ConvGemm, EpilogueClip) {
+  expect_conv_gemm({{1, 4, 6, 6}, {8, 4, 1, 1}, {}, true, [](GraphBuilder& b, Value* y) {
+                      return b.op("Clip", {y, b.constant(Tensor::scalar_f32(-0.25f)),
+                                           b.constant(Tensor::scalar_f32(0.5f))});
+                    }});
+}
+
+// ResNet's block: relu(conv(x) + residual) with the residual an input of
+// the same shape, and a broadcast per-channel scale.
+TEST(ConvGemm, EpilogueResidualAddAndScale) {
+  expect_conv_gemm({{2, 4, 7, 5}, {4, 4, 3, 3}, {{"pads", ints({1, 1, 1, 1})}}, true, [](GraphBuilder& b, Value* y) {
+                      Value* res = b.input("res", DType::F32, {2, 4, 7, 5});
+                      Value* scale = b.input("scale", DType::F32, {4, 1, 1});
+                      return b.op("Relu", {b.op("Add", {b.op("Mul", {y, scale}), res})});
+                    }});
+}
+
+// ResNet's downsample block: two convs added; each is an implicit GEMM (the
+// first one stored, the second with the sum as its epilogue).
+TEST(ConvGemm, TwoConvsAdded) {
+  expect_conv_gemm({{1, 4, 8, 8}, {6, 4, 3, 3}, {{"pads", ints({1, 1, 1, 1})}, {"strides", ints({2, 2})}}, true,
+                    [](GraphBuilder& b, Value* y) {
+                      Value* w = b.input("w2", DType::F32, {6, 4, 1, 1});
+                      Value* down = b.op("Conv", {b.graph().inputs[0], w}, {{"strides", ints({2, 2})}});
+                      return b.op("Relu", {b.op("Add", {y, down})});
+                    }},
+                   2, 2);
+}
+
+// A consumer that mixes channels and positions does not fit the epilogue:
+// the conv is stored by its own kernel.
+TEST(ConvGemm, TransposeAfterConvIsItsOwnKernel) {
+  expect_conv_gemm({{1, 3, 5, 6}, {4, 3, 3, 3}, {}, false,
+                    [](GraphBuilder& b, Value* y) {
+                      return b.op("Transpose", {y}, {{"perm", ints({0, 2, 3, 1})}});
+                    }},
+                   1, 2);
+}
+
+// The packing of a 1x1 stride-1 conv reads B[c, p] = X[n, c, p] directly:
+// no division or remainder per element.
+TEST(ConvGemm, PointwisePackingHasNoIndexArithmetic) {
+  auto m = build({{1, 16, 10, 10}, {32, 16, 1, 1}, {}});
+  PassOptions o;
+  run_pipeline(*m, o);
+  FusionPlan p = plan_fusion(*m->graph, OpRegistry::global());
+  ASSERT_EQ(p.groups.size(), 1u);
+  LoweredGroup lg = lower_group(p.groups[0], OpRegistry::global());
+  ASSERT_EQ(lg.schedule, "conv_gemm");
+  size_t packs = 0;
+  loop::visit_stmt(
+      lg.kernel.body,
+      [&](const loop::Stmt& s) {
+        if (s->kind != loop::StmtKind::Store || s->buffer->name.find("pack") == std::string::npos) return;
+        ++packs;
+        for (const loop::Expr& e : loop::stmt_exprs(s))
+          loop::visit_expr(e, [&](const loop::Expr& x) {
+            const bool divmod = x->kind == loop::ExprKind::Binary &&
+                                (x->binary == loop::BinaryOp::FloorDiv || x->binary == loop::BinaryOp::FloorMod);
+            EXPECT_FALSE(divmod) << "in the store to " << s->buffer->name;
+          });
+      },
+      [](const loop::Expr&) {});
+  EXPECT_GT(packs, 0u);
+}
+
+// ---- depthwise and grouped ---------------------------------------------------------
+
+void expect_depthwise(const ConvModel& c, const char* schedule = "depthwise") {
+  auto m = build(c);
+  testing::EvalRun r = expect_lowered_matches(*m);
+  EXPECT_EQ(r.interpreted, 0u);
+  EXPECT_EQ(r.kernels, 1u);
+  EXPECT_EQ(count(r, schedule), 1u);
+}
+
+Value* relu6(GraphBuilder& b, Value* y) {
+  return b.op("Clip", {y, b.constant(Tensor::scalar_f32(0.0f)), b.constant(Tensor::scalar_f32(6.0f))});
+}
+
+// MobileNet's 3x3 with relu6; 21 columns: 19 interior ones (two vectors and
+// a tail of 3) between one border column each side.
+TEST(ConvDepthwise, ThreeByThreeRelu6) {
+  expect_depthwise({{2, 8, 9, 21}, {8, 1, 3, 3}, {{"group", Attribute::of_int(8)}, {"pads", ints({1, 1, 1, 1})}},
+                    true, relu6});
+}
+
+TEST(ConvDepthwise, MultiplierTwoStridedAsymmetricPads) {
+  expect_depthwise({{1, 3, 11, 19},
+                    {6, 1, 3, 5},
+                    {{"group", Attribute::of_int(3)}, {"pads", ints({0, 2, 1, 1})}, {"strides", ints({2, 2})},
+                     {"dilations", ints({1, 2})}},
+                    false});
+}
+
+// A kernel wider than the input: no interior column at all.
+TEST(ConvDepthwise, NoInteriorColumns) {
+  expect_depthwise({{1, 2, 5, 3}, {2, 1, 5, 5}, {{"group", Attribute::of_int(2)}, {"pads", ints({2, 2, 2, 2})}}});
+}
+
+// Groups of several channels stay on the generic nest.
+TEST(ConvDepthwise, GroupedConvIsGenericNest) {
+  expect_depthwise({{1, 4, 6, 5}, {6, 2, 3, 3}, {{"group", Attribute::of_int(2)}, {"pads", ints({1, 1, 1, 1})}}},
+                   "nest");
+}
+
+// ---- compiled (LLVM) ---------------------------------------------------------------
+
+std::vector<RtValue> run_compiled(const Model& m, const std::vector<RtValue>& in, int threads) {
+  DriverOptions o;
+  o.threads = threads;
+  std::unique_ptr<CompiledModel> c = compile_for_cpu(m, o);
+  EXPECT_TRUE(c->exe->interpreter_ops().empty());
+  return c->exe->run(in);
+}
+
+bool bitwise_equal(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() && a.nbytes() == b.nbytes() && std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
+}
+
+// Compiled with 1 and 2 threads: both agree with the interpreter and with
+// each other bit for bit. The tolerance grows with K: the kernel sums in
+// f32, the interpreter in double.
+void expect_compiled_conv(const ConvModel& c, const std::map<std::string, int64_t>& dims = {},
+                          Tolerance tol = Tolerance{1e-5, 1e-5}) {
+  auto m = build(c);
+  PassOptions o;
+  run_pipeline(*m, o);
+  const std::vector<RtValue> in = testing::random_inputs(*m->graph, dims, 5);
+  const std::vector<RtValue> want = Interpreter().run(*m->graph, in);
+  const std::vector<RtValue> one = run_compiled(*m, in, 1), two = run_compiled(*m, in, 2);
+  ASSERT_EQ(one.size(), want.size());
+  ASSERT_EQ(two.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(compare_tensors(two[i].tensor, want[i].tensor, tol), "") << "output " << i;
+    EXPECT_TRUE(bitwise_equal(one[i].tensor, two[i].tensor)) << "output " << i;
+  }
+}
+
+// Several K blocks (K = 40 * 9 = 360), several M blocks and N tiles.
+TEST(ConvGemmCompiled, ResNetLikeBlock) {
+  expect_compiled_conv({{2, 40, 15, 13}, {100, 40, 3, 3}, {{"pads", ints({1, 1, 1, 1})}}, true,
+                        [](GraphBuilder& b, Value* y) { return b.op("Relu", {y}); }},
+                       {}, Tolerance{1e-4, 1e-4});
+}
+
+TEST(ConvGemmCompiled, PointwiseAndStridedWithSymbolicBatch) {
+  expect_compiled_conv({{Dim::sym("N"), 24, 9, 11}, {20, 24, 1, 1}, {}}, {{"N", 3}});
+  expect_compiled_conv({{1, 5, 23, 21}, {9, 5, 3, 3}, {{"pads", ints({1, 0, 1, 2})}, {"strides", ints({2, 2})}}});
+}
+
+TEST(ConvDepthwiseCompiled, MobileNetBlock) {
+  expect_compiled_conv({{2, 16, 13, 27}, {16, 1, 3, 3}, {{"group", Attribute::of_int(16)}, {"pads", ints({1, 1, 1, 1})}},
+                        true, relu6});
+  expect_compiled_conv({{1, 4, 14, 14}, {8, 1, 3, 3}, {{"group", Attribute::of_int(4)}, {"pads", ints({0, 0, 1, 1})},
+                        {"strides", ints({2, 2})}}});
+}
+
+}  // namespace
+}  // namespace tessel
