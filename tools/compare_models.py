@@ -60,7 +60,10 @@ def parse_args():
 
 
 def materialize(skel, out_path, models_dir):
+    # Folders of extra skeletons (models/heldout) use shared/models' script.
     script = os.path.join(models_dir, "materialize.py")
+    if not os.path.exists(script):
+        script = os.path.join(DEFAULT_MODELS_DIR, "materialize.py")
     if os.path.exists(out_path) and os.path.getmtime(out_path) >= max(os.path.getmtime(skel), os.path.getmtime(script)):
         return 0.0
     t0 = time.time()
