@@ -16,11 +16,8 @@
 namespace tessel {
 namespace {
 
-using loop::BinaryOp;
-using loop::Expr;
-using Idx = std::vector<Expr>;
+using namespace lower_expr;
 
-Expr bin(BinaryOp op, const Expr& a, const Expr& b) { return loop::binary(op, a, b); }
 
 struct AttnGeom {
   bool is3d = false;
@@ -67,7 +64,7 @@ Expr kv_at(LowerContext& ctx, const AttnGeom& g, size_t cur, size_t past, const 
   const Expr now = operand_at(ctx, g, cur, b, hk, clamp_index(j - Expr(g.past), Expr(0), Expr(g.skv - 1)), e, head_size);
   if (g.past == 0) return now;
   const Expr before = input_as_compute(ctx, past, {b, hk, clamp_index(j, Expr(0), Expr(g.past - 1)), e});
-  return loop::select(bin(BinaryOp::Lt, j, Expr(g.past)), before, now);
+  return loop::select(lt(j, Expr(g.past)), before, now);
 }
 
 struct Row {
@@ -108,23 +105,23 @@ class AttentionLowering {
     // softmax step in the softmax type, the probabilities to the input type.
     const auto logit = [&](const Idx& k) { return rs(r(score(r_, k[0]) + bias(r_, k[0]))); };
     Expr m = ctx_.reduce(ReduceOp::Max, lowest(t_), {T}, logit);
-    m = loop::select(bin(BinaryOp::Eq, m, lowest(t_)), constant(t_, 0), m);
-    const auto expo = [&](const Idx& k) { return rs(loop::call("exp", t_, {rs(logit(k) - m)})); };
+    m = loop::select(eq(m, lowest(t_)), constant(t_, 0), m);
+    const auto expo = [&](const Idx& k) { return rs(intrinsic("exp", rs(logit(k) - m))); };
     Expr sum;
     if (sm_ == DType::BF16)  // the reference rounds the bf16 sum after every addition
       sum = loop::cast(t_, ctx_.reduce(ReduceOp::Sum, constant(DType::BF16, 0), {T},
                                        [&](const Idx& k) { return loop::cast(DType::BF16, expo(k)); }));
     else
       sum = rs(ctx_.reduce(ReduceOp::Sum, constant(t_, 0), {T}, expo));
-    sum = loop::select(bin(BinaryOp::Eq, sum, constant(t_, 0)), constant(t_, 1), sum);
+    sum = loop::select(eq(sum, constant(t_, 0)), constant(t_, 1), sum);
     Expr y = ctx_.reduce(ReduceOp::Sum, constant(t_, 0), {T}, [&](const Idx& k) {
-      const Expr p = round_to(dt_, rs(bin(BinaryOp::Div, expo(k), sum)));
+      const Expr p = round_to(dt_, rs(div(expo(k), sum)));
       return p * kv_at(ctx_, g_, 2, 5, r_.b, r_.hk, k[0], e, g_.dv);
     });
     y = r(y);
     if (has_bias()) {
       const Expr bias_max = ctx_.reduce(ReduceOp::Max, lowest(t_), {T}, [&](const Idx& k) { return bias(r_, k[0]); });
-      y = loop::select(bin(BinaryOp::Eq, bias_max, lowest(t_)), constant(t_, 0), y);
+      y = loop::select(eq(bias_max, lowest(t_)), constant(t_, 0), y);
     }
     return loop::cast(ctx_.out_dtype(), y);
   }
@@ -152,12 +149,12 @@ class AttentionLowering {
       Expr s = r(dot);
       if (softcap_ > 0) {
         const Expr c = constant(t_, softcap_);
-        s = r(r(loop::call("tanh", t_, {r(bin(BinaryOp::Div, s, c))})) * c);
+        s = r(r(intrinsic("tanh", r(div(s, c)))) * c);
       }
       return s;
     }
     Expr s = dot * constant(t_, scale_);
-    if (softcap_ > 0) s = constant(t_, softcap_) * loop::call("tanh", t_, {bin(BinaryOp::Div, s, constant(t_, softcap_))});
+    if (softcap_ > 0) s = constant(t_, softcap_) * loop::call("tanh", t_, {div(s, constant(t_, softcap_))});
     return s;
   }
 
@@ -178,23 +175,23 @@ class AttentionLowering {
     const Expr neg_inf = lowest(t_);
     Expr v = ctx_.input(3, at);
     v = v.dtype() == DType::Bool ? loop::select(v, constant(t_, 0), neg_inf) : loop::cast(t_, v);
-    return last < g_.total() ? loop::select(bin(BinaryOp::Lt, j, Expr(last)), v, neg_inf) : v;
+    return last < g_.total() ? loop::select(lt(j, Expr(last)), v, neg_inf) : v;
   }
 
   Expr bias(const Row& row, const Expr& j) {
     Expr b = ctx_.has_input(3) ? mask(row, j) : constant(t_, 0);
     Expr masked = loop::bool_imm(false);
-    const auto mask_if = [&](const Expr& c) { masked = bin(BinaryOp::Or, masked, c); };
+    const auto mask_if = [&](const Expr& c) { masked = or_(masked, c); };
     Expr offset = Expr(g_.past);
     if (ctx_.has_input(6)) {
       const Expr nonpad = loop::cast(DType::I64, ctx_.input(6, {row.b}));
       offset = nonpad - Expr(g_.sq);
-      mask_if(bin(BinaryOp::Ge, j, nonpad));
+      mask_if(ge(j, nonpad));
     }
     const Expr pos = row.i + offset;
-    if (causal_) mask_if(bin(BinaryOp::Gt, j, pos));
-    if (left_ >= 0) mask_if(bin(BinaryOp::Gt, pos - j, Expr(left_)));
-    if (right_ >= 0) mask_if(bin(BinaryOp::Gt, j - pos, Expr(right_)));
+    if (causal_) mask_if(gt(j, pos));
+    if (left_ >= 0) mask_if(gt(pos - j, Expr(left_)));
+    if (right_ >= 0) mask_if(gt(j - pos, Expr(right_)));
     return loop::select(masked, lowest(t_), b);
   }
 
@@ -237,10 +234,10 @@ Expr lower_rotary(LowerContext& ctx, size_t, const Idx& index) {
   Expr slot, second, partner;
   if (interleaved) {
     slot = loop::floordiv(e, Expr(2));
-    second = bin(BinaryOp::Eq, loop::floormod(e, Expr(2)), Expr(1));
+    second = eq(loop::floormod(e, Expr(2)), Expr(1));
     partner = loop::select(second, e - Expr(1), e + Expr(1));
   } else {
-    second = bin(BinaryOp::Ge, e, Expr(half));
+    second = ge(e, Expr(half));
     slot = loop::select(second, e - Expr(half), e);
     partner = loop::select(second, e - Expr(half), e + Expr(half));
   }
@@ -260,7 +257,7 @@ Expr lower_rotary(LowerContext& ctx, size_t, const Idx& index) {
   pidx.back() = base + partner;
   const Expr x = input_as_compute(ctx, 0, index), xp = input_as_compute(ctx, 0, pidx);
   const Expr rotated = loop::select(second, sn * xp + c * x, c * x - sn * xp);
-  const Expr y = loop::select(bin(BinaryOp::Lt, e, Expr(rd)), rotated, x);
+  const Expr y = loop::select(lt(e, Expr(rd)), rotated, x);
   return loop::cast(ctx.out_dtype(), y);
 }
 

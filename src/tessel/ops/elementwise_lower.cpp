@@ -14,25 +14,13 @@
 namespace tessel {
 namespace {
 
-using loop::BinaryOp;
-using loop::Expr;
-using Idx = std::vector<Expr>;
+using namespace lower_expr;
 
 Expr k(const Expr& like, double v) { return constant(like.dtype(), v); }
-Expr bin(BinaryOp op, const Expr& a, const Expr& b) { return loop::binary(op, a, b); }
-Expr lt(const Expr& a, const Expr& b) { return bin(BinaryOp::Lt, a, b); }
-Expr gt(const Expr& a, const Expr& b) { return bin(BinaryOp::Gt, a, b); }
-Expr le(const Expr& a, const Expr& b) { return bin(BinaryOp::Le, a, b); }
-Expr eq(const Expr& a, const Expr& b) { return bin(BinaryOp::Eq, a, b); }
-Expr ne(const Expr& a, const Expr& b) { return bin(BinaryOp::Ne, a, b); }
-Expr divide(const Expr& a, const Expr& b) { return bin(BinaryOp::Div, a, b); }
-Expr fn(const char* name, const Expr& x) { return loop::call(name, x.dtype(), {x}); }
-Expr fn2(const char* name, const Expr& x, const Expr& y) { return loop::call(name, x.dtype(), {x, y}); }
-Expr isnan_(const Expr& x) { return loop::call("isnan", DType::Bool, {x}); }
-Expr fabs_(const Expr& x) { return fn("fabs", x); }
-Expr exp_(const Expr& x) { return fn("exp", x); }
-Expr sigmoid_(const Expr& x) { return fn("sigmoid", x); }
-Expr softplus_(const Expr& x) { return loop::max(x, k(x, 0)) + fn("log", k(x, 1) + exp_(-fabs_(x))); }
+Expr fabs_(const Expr& x) { return intrinsic("fabs", x); }
+Expr exp_(const Expr& x) { return intrinsic("exp", x); }
+Expr sigmoid_(const Expr& x) { return intrinsic("sigmoid", x); }
+Expr softplus_(const Expr& x) { return loop::max(x, k(x, 0)) + intrinsic("log", k(x, 1) + exp_(-fabs_(x))); }
 Expr clamp01(const Expr& x) { return loop::max(k(x, 0), loop::min(k(x, 1), x)); }
 double attr_f(const Node& n, const char* name, double def) { return n.attr_float(name, static_cast<float>(def)); }
 
@@ -53,7 +41,7 @@ template <const char* Name>
 Expr lower_intrinsic(LowerContext& ctx, size_t, const Idx& idx) {
   Expr x = input_as_compute(ctx, 0, idx);
   require_float(ctx, x);
-  return loop::cast(ctx.out_dtype(), fn(Name, x));
+  return loop::cast(ctx.out_dtype(), intrinsic(Name, x));
 }
 
 Expr abs_(const Node&, const Expr& x) {
@@ -62,7 +50,7 @@ Expr abs_(const Node&, const Expr& x) {
   return loop::select(lt(x, k(x, 0)), -x, x);
 }
 Expr neg_(const Node&, const Expr& x) { return -x; }
-Expr reciprocal_(const Node&, const Expr& x) { return divide(k(x, 1), x); }
+Expr reciprocal_(const Node&, const Expr& x) { return div(k(x, 1), x); }
 Expr sign_(const Node&, const Expr& x) {
   if (is_unsigned_int(x.dtype())) return loop::select(gt(x, k(x, 0)), k(x, 1), k(x, 0));
   return loop::select(gt(x, k(x, 0)), k(x, 1), loop::select(lt(x, k(x, 0)), k(x, -1), x));
@@ -72,7 +60,7 @@ Expr isinf_(const Node& n, const Expr& x) {
   Expr inf = loop::call("isinf", DType::Bool, {x});
   if (pos && neg) return inf;
   if (!pos && !neg) return loop::bool_imm(false);
-  return bin(BinaryOp::And, inf, pos ? gt(x, k(x, 0)) : lt(x, k(x, 0)));
+  return and_(inf, pos ? gt(x, k(x, 0)) : lt(x, k(x, 0)));
 }
 Expr not_(const Node&, const Expr& x) { return loop::unary(loop::UnaryOp::Not, x); }
 Expr relu_(const Node&, const Expr& x) { return loop::select(lt(x, k(x, 0)), k(x, 0), x); }
@@ -88,29 +76,29 @@ Expr selu_(const Node& n, const Expr& x) {
 }
 Expr celu_(const Node& n, const Expr& x) {
   const double alpha = attr_f(n, "alpha", 1.0);
-  Expr e = k(x, alpha) * (exp_(divide(x, k(x, alpha))) - k(x, 1));
+  Expr e = k(x, alpha) * (exp_(div(x, k(x, alpha))) - k(x, 1));
   return loop::max(k(x, 0), x) + loop::min(k(x, 0), e);
 }
 Expr sigmoid_op(const Node&, const Expr& x) { return sigmoid_(x); }
 Expr hard_sigmoid_(const Node& n, const Expr& x) {
   return clamp01(k(x, attr_f(n, "alpha", 0.2)) * x + k(x, attr_f(n, "beta", 0.5)));
 }
-Expr hard_swish_(const Node&, const Expr& x) { return x * clamp01(divide(x, k(x, 6)) + k(x, 0.5)); }
-Expr softplus_op(const Node&, const Expr& x) { return loop::select(isnan_(x), x, softplus_(x)); }
-Expr softsign_(const Node&, const Expr& x) { return divide(x, k(x, 1) + fabs_(x)); }
-Expr mish_(const Node&, const Expr& x) { return loop::select(isnan_(x), x, x * fn("tanh", softplus_(x))); }
+Expr hard_swish_(const Node&, const Expr& x) { return x * clamp01(div(x, k(x, 6)) + k(x, 0.5)); }
+Expr softplus_op(const Node&, const Expr& x) { return loop::select(is_nan(x), x, softplus_(x)); }
+Expr softsign_(const Node&, const Expr& x) { return div(x, k(x, 1) + fabs_(x)); }
+Expr mish_(const Node&, const Expr& x) { return loop::select(is_nan(x), x, x * intrinsic("tanh", softplus_(x))); }
 Expr gelu_(const Node& n, const Expr& x) {
   const std::string a = n.attr_string("approximate", "none");
   TS_CHECK(a == "none" || a == "tanh", n.describe(), ": approximate must be 'none' or 'tanh', got '", a, "'");
   if (a == "tanh") {
     Expr inner = k(x, std::sqrt(2.0 / M_PI)) * (x + k(x, 0.044715) * x * x * x);
-    return k(x, 0.5) * x * (k(x, 1) + fn("tanh", inner));
+    return k(x, 0.5) * x * (k(x, 1) + intrinsic("tanh", inner));
   }
-  return k(x, 0.5) * x * (k(x, 1) + fn("erf", x * k(x, M_SQRT1_2)));
+  return k(x, 0.5) * x * (k(x, 1) + intrinsic("erf", x * k(x, M_SQRT1_2)));
 }
 Expr swish_(const Node& n, const Expr& x) { return x * sigmoid_(k(x, attr_f(n, "alpha", 1.0)) * x); }
 Expr thresholded_relu_(const Node& n, const Expr& x) {
-  return loop::select(gt(x, k(x, attr_f(n, "alpha", 1.0))), x, loop::select(isnan_(x), x, k(x, 0)));
+  return loop::select(gt(x, k(x, attr_f(n, "alpha", 1.0))), x, loop::select(is_nan(x), x, k(x, 0)));
 }
 Expr shrink_(const Node& n, const Expr& x) {
   const double l = attr_f(n, "lambd", 0.5), b = attr_f(n, "bias", 0.0);
@@ -140,46 +128,46 @@ Expr swiglu_(LowerContext& ctx, const Expr& a, const Expr& b) {
 }
 
 template <BinaryOp Op>
-Expr plain(LowerContext&, const Expr& a, const Expr& b) { return bin(Op, a, b); }
+Expr plain(LowerContext&, const Expr& a, const Expr& b) { return loop::binary(Op, a, b); }
 
 Expr div_(LowerContext& ctx, const Expr& a, const Expr& b) {
-  if (is_float(a.dtype())) return divide(a, b);
+  if (is_float(a.dtype())) return div(a, b);
   ctx.check(ne(b, k(b, 0)), str_cat(ctx.node.describe(), ": integer division by zero"));
-  if (is_unsigned_int(a.dtype())) return divide(a, b);
+  if (is_unsigned_int(a.dtype())) return div(a, b);
   // INT_MIN / -1 wraps, as in the interpreter; both select arms are
   // evaluated, so the division itself never sees -1 (x86 idiv would trap).
   Expr minus_one = eq(b, k(b, -1));
-  return loop::select(minus_one, -a, divide(a, loop::select(minus_one, k(b, 1), b)));
+  return loop::select(minus_one, -a, div(a, loop::select(minus_one, k(b, 1), b)));
 }
 
 Expr mod_(LowerContext& ctx, const Expr& a, const Expr& b) {
   const bool c_style = ctx.node.attr_int("fmod", 0) == 1;
   if (is_float(a.dtype())) {
-    Expr r = bin(BinaryOp::Mod, a, b);
+    Expr r = loop::binary(BinaryOp::Mod, a, b);
     if (c_style) return r;
     Expr fixed = loop::select(ne(lt(r, k(r, 0)), lt(b, k(b, 0))), r + b, r);
-    return loop::select(isnan_(r), r, loop::select(eq(r, k(r, 0)), fn2("copysign", k(r, 0), b), fixed));
+    return loop::select(is_nan(r), r, loop::select(eq(r, k(r, 0)), intrinsic("copysign", k(r, 0), b), fixed));
   }
   ctx.check(ne(b, k(b, 0)), str_cat(ctx.node.describe(), ": integer modulo by zero"));
-  if (is_unsigned_int(a.dtype())) return bin(BinaryOp::Mod, a, b);
+  if (is_unsigned_int(a.dtype())) return loop::binary(BinaryOp::Mod, a, b);
   Expr minus_one = eq(b, k(b, -1));
   Expr safe_b = loop::select(minus_one, k(b, 1), b);
-  Expr r = c_style ? bin(BinaryOp::Mod, a, safe_b) : bin(BinaryOp::FloorMod, a, safe_b);
+  Expr r = loop::binary(c_style ? BinaryOp::Mod : BinaryOp::FloorMod, a, safe_b);
   return loop::select(minus_one, k(a, 0), r);
 }
 
 Expr pow_(LowerContext& ctx, const Expr& a, const Expr& b) {
   if (!is_float(a.dtype())) ctx.unsupported("integer base");
-  return fn2("pow", a, loop::cast(a.dtype(), b));
+  return intrinsic("pow", a, loop::cast(a.dtype(), b));
 }
 
 Expr bitshift_(LowerContext& ctx, const Expr& a, const Expr& b) {
   const bool left = ctx.node.attr_string("direction", "") == "LEFT";
-  Expr shifted = bin(left ? BinaryOp::Shl : BinaryOp::Shr, a, b);
+  Expr shifted = loop::binary(left ? BinaryOp::Shl : BinaryOp::Shr, a, b);
   // Shifting by the width or more (the interpreter's rule): left gives 0,
   // right gives the sign fill (0 or -1 for signed types).
   Expr overflow = left || is_unsigned_int(a.dtype()) ? k(a, 0) : loop::select(lt(a, k(a, 0)), k(a, -1), k(a, 0));
-  return loop::select(bin(BinaryOp::Ge, b, k(b, int_bits(a.dtype()))), overflow, shifted);
+  return loop::select(ge(b, k(b, int_bits(a.dtype()))), overflow, shifted);
 }
 
 Expr prelu_(LowerContext&, const Expr& x, const Expr& slope) {
@@ -193,7 +181,7 @@ Expr lower_variadic(LowerContext& ctx, size_t, const Idx& idx) {
   Expr acc;
   for (size_t i = 0; i < ctx.num_inputs(); ++i) {
     Expr v = input_as_compute(ctx, i, broadcast_index(ctx, i, idx));
-    acc = acc.defined() ? bin(Op, acc, v) : v;
+    acc = acc.defined() ? loop::binary(Op, acc, v) : v;
   }
   return loop::cast(ctx.out_dtype(), acc);
 }
@@ -204,7 +192,7 @@ Expr lower_mean(LowerContext& ctx, size_t, const Idx& idx) {
     Expr v = input_as_compute(ctx, i, broadcast_index(ctx, i, idx));
     acc = acc.defined() ? acc + v : v;
   }
-  return loop::cast(ctx.out_dtype(), divide(acc, k(acc, static_cast<double>(ctx.num_inputs()))));
+  return loop::cast(ctx.out_dtype(), div(acc, k(acc, static_cast<double>(ctx.num_inputs()))));
 }
 
 Expr lower_where(LowerContext& ctx, size_t, const Idx& idx) {
@@ -246,7 +234,7 @@ void register_elementwise_lowerings(OpRegistry& r) {
   ew("Reciprocal", lower_unary<reciprocal_>);
   ew("Sign", lower_unary<sign_>);
   ew("IsInf", lower_unary<isinf_>);
-  ew("IsNaN", [](LowerContext& c, size_t, const Idx& i) { return isnan_(input_as_compute(c, 0, i)); });
+  ew("IsNaN", [](LowerContext& c, size_t, const Idx& i) { return is_nan(input_as_compute(c, 0, i)); });
   ew("Not", lower_unary<not_>);
   ew("BitwiseNot", lower_unary<not_>);
   ew("Sqrt", lower_intrinsic<kSqrt>);

@@ -12,13 +12,7 @@
 namespace tessel {
 namespace {
 
-using loop::BinaryOp;
-using loop::Expr;
-using Idx = std::vector<Expr>;
-
-Expr f64(double v) { return loop::float_imm(DType::F64, v); }
-Expr bin(BinaryOp op, const Expr& a, const Expr& b) { return loop::binary(op, a, b); }
-Expr fcall(const char* name, const Expr& x) { return loop::call(name, DType::F64, {x}); }
+using namespace lower_expr;
 
 struct GridAxis {
   double len = 0, lo = 0, hi = 0;
@@ -29,21 +23,13 @@ Expr reflect(const Expr& x, double lo, double hi) {
   const double range = hi - lo;
   if (range <= 0) return f64(lo);
   const auto fold = [&](const Expr& dx, double from, double to) {
-    const Expr n = fcall("floor", bin(BinaryOp::Div, dx, f64(range)));
+    const Expr n = intrinsic("floor", div(dx, f64(range)));
     const Expr r = dx - n * f64(range);
-    const Expr even = bin(BinaryOp::Eq, n - f64(2) * fcall("floor", n * f64(0.5)), f64(0));
+    const Expr even = eq(n - f64(2) * intrinsic("floor", n * f64(0.5)), f64(0));
     return loop::select(even, f64(from) + r * f64(from < to ? 1 : -1), f64(to) + r * f64(from < to ? -1 : 1));
   };
   const Expr below = fold(f64(lo) - x, lo, hi), above = fold(x - f64(hi), hi, lo);
-  return loop::select(bin(BinaryOp::Lt, x, f64(lo)), below, loop::select(bin(BinaryOp::Gt, x, f64(hi)), above, x));
-}
-
-Expr cubic_weight(const Expr& t0) {
-  const double a = -0.75;
-  const Expr t = fcall("fabs", t0);
-  const Expr near = ((f64(a + 2) * t - f64(a + 3)) * t) * t + f64(1);
-  const Expr far = ((f64(a) * t - f64(5 * a)) * t + f64(8 * a)) * t - f64(4 * a);
-  return loop::select(bin(BinaryOp::Le, t, f64(1)), near, loop::select(bin(BinaryOp::Lt, t, f64(2)), far, f64(0)));
+  return loop::select(lt(x, f64(lo)), below, loop::select(gt(x, f64(hi)), above, x));
 }
 
 struct Tap {
@@ -88,7 +74,7 @@ class GridSampler {
         const Tap t = tap(coord[d], axes_[d], k[d]);
         at.push_back(t.index);
         w = w * t.weight;
-        zero = bin(BinaryOp::Or, zero, t.zero);
+        zero = or_(zero, t.zero);
       }
       return loop::select(zero, f64(0), w * loop::cast(DType::F64, ctx_.input(0, at)));
     });
@@ -97,15 +83,15 @@ class GridSampler {
 
  private:
   Expr unnormalise(const Expr& g, const GridAxis& a) {
-    Expr v = align_ ? bin(BinaryOp::Div, g + f64(1), f64(2)) * f64(a.len - 1)
-                    : bin(BinaryOp::Div, (g + f64(1)) * f64(a.len) - f64(1), f64(2));
-    if (mode_ == "nearest") v = fcall("rint", v);
-    const Expr out = bin(BinaryOp::Or, bin(BinaryOp::Lt, v, f64(a.lo)), bin(BinaryOp::Gt, v, f64(a.hi)));
+    Expr v = align_ ? div(g + f64(1), f64(2)) * f64(a.len - 1)
+                    : div((g + f64(1)) * f64(a.len) - f64(1), f64(2));
+    if (mode_ == "nearest") v = intrinsic("rint", v);
+    const Expr out = or_(lt(v, f64(a.lo)), gt(v, f64(a.hi)));
     if (pad_ == "border" && mode_ != "cubic")
       v = loop::select(out, loop::max(f64(0), loop::min(v, f64(a.len - 1))), v);
     else if (pad_ == "reflection")
       v = loop::select(out, reflect(v, a.lo, a.hi), v);
-    const Expr finite = loop::unary(loop::UnaryOp::Not, bin(BinaryOp::Or, loop::call("isnan", DType::Bool, {v}),
+    const Expr finite = loop::unary(loop::UnaryOp::Not, or_(is_nan(v),
                                                              loop::call("isinf", DType::Bool, {v})));
     if (pad_ != "zeros") ctx_.check(finite, str_cat(ctx_.node.describe(), ": grid holds a non-finite coordinate"));
     v = loop::select(finite, v, f64(-1e9));
@@ -114,7 +100,7 @@ class GridSampler {
 
   // Tap k along one axis at coordinate v.
   Tap tap(const Expr& v, const GridAxis& a, const Expr& k) {
-    const Expr f = fcall("floor", v);
+    const Expr f = intrinsic("floor", v);
     const Expr i0 = loop::cast(DType::I64, mode_ == "nearest" ? v : f);
     Tap t;
     Expr i;
@@ -123,10 +109,10 @@ class GridSampler {
       t.weight = f64(1);
     } else if (mode_ == "linear") {
       i = i0 + k;
-      t.weight = loop::select(bin(BinaryOp::Eq, k, Expr(0)), f64(1) - (v - f), v - f);
+      t.weight = loop::select(eq(k, Expr(0)), f64(1) - (v - f), v - f);
     } else {
       i = i0 - Expr(1) + k;
-      t.weight = cubic_weight(v - f + f64(1) - loop::cast(DType::F64, k));
+      t.weight = cubic_weight(v - f + f64(1) - loop::cast(DType::F64, k), -0.75);
     }
     const int64_t n = static_cast<int64_t>(a.len);
     const Expr inside = in_range(i, Expr(0), Expr(n));
@@ -173,8 +159,8 @@ Expr lower_affine_grid(LowerContext& ctx, size_t, const Idx& index) {
     const double len = static_cast<double>(size[static_cast<size_t>(2 + axis)]);
     const Expr i = loop::cast(t, index[static_cast<size_t>(1 + axis)]);
     Expr base;
-    if (align) base = len == 1 ? f64(-1) : f64(-1) + bin(BinaryOp::Div, f64(2) * i, f64(len - 1));
-    else base = bin(BinaryOp::Div, f64(2) * i + f64(1), f64(len)) - f64(1);
+    if (align) base = len == 1 ? f64(-1) : f64(-1) + div(f64(2) * i, f64(len - 1));
+    else base = div(f64(2) * i + f64(1), f64(len)) - f64(1);
     acc = acc + loop::cast(t, ctx.input(0, {index[0], row, Expr(d)})) * base;
   }
   return loop::cast(ctx.out_dtype(), acc);

@@ -10,11 +10,8 @@
 namespace tessel {
 namespace {
 
-using loop::BinaryOp;
-using loop::Expr;
-using Idx = std::vector<Expr>;
+using namespace lower_expr;
 
-Expr bin(BinaryOp op, const Expr& a, const Expr& b) { return loop::binary(op, a, b); }
 
 // ---- Pad ---------------------------------------------------------------------------
 
@@ -43,7 +40,7 @@ Expr pad_source(const std::string& mode, const Expr& i, const Expr& n) {
   // reflect: period 2(n-1), folded; n == 1 reads element 0.
   const Expr period = loop::max(Expr(1), Expr(2) * (n - Expr(1)));
   const Expr r = loop::floormod(i, period);
-  return clamp_index(loop::select(bin(BinaryOp::Lt, r, n), r, period - r), Expr(0), n - Expr(1));
+  return clamp_index(loop::select(lt(r, n), r, period - r), Expr(0), n - Expr(1));
 }
 
 Expr lower_pad(LowerContext& ctx, size_t, const Idx& index) {
@@ -62,7 +59,7 @@ Expr lower_pad(LowerContext& ctx, size_t, const Idx& index) {
     }
     const Expr in = in_range(i, Expr(0), n);
     if (mode == "constant") {
-      inside = bin(BinaryOp::And, inside, in);
+      inside = and_(inside, in);
       at.push_back(clamp_index(i, Expr(0), n - Expr(1)));
     } else {
       at.push_back(loop::select(in, i, pad_source(mode, i, n)));
@@ -124,7 +121,7 @@ Expr lower_center_crop_pad(LowerContext& ctx, size_t, const Idx& index) {
     if (!out[d].is_const()) ctx.unsupported("symbolic output size");
     const int64_t n = in[d], t = out[d].value();
     const Expr i = index[d] + Expr(t <= n ? (n - t) / 2 : -((t - n) / 2));
-    inside = bin(BinaryOp::And, inside, in_range(i, Expr(0), Expr(n)));
+    inside = and_(inside, in_range(i, Expr(0), Expr(n)));
     at.push_back(clamp_index(i, Expr(0), Expr(n - 1)));
   }
   const Expr x = ctx.input(0, at);
@@ -140,7 +137,7 @@ Expr lower_reverse_sequence(LowerContext& ctx, size_t, const Idx& index) {
   ctx.check(in_range(len, Expr(0), time + Expr(1)), str_cat(ctx.node.describe(), ": sequence length out of range"));
   const Expr t = index[ta];
   Idx at = index;
-  at[ta] = loop::select(bin(BinaryOp::Lt, t, len), clamp_index(len - Expr(1) - t, Expr(0), time - Expr(1)), t);
+  at[ta] = loop::select(lt(t, len), clamp_index(len - Expr(1) - t, Expr(0), time - Expr(1)), t);
   return ctx.input(0, at);
 }
 
@@ -148,7 +145,7 @@ Expr lower_reverse_sequence(LowerContext& ctx, size_t, const Idx& index) {
 Expr lower_eye_like(LowerContext& ctx, size_t, const Idx& index) {
   const int64_t k = ctx.node.attr_int("k", 0);
   const DType t = ctx.out_dtype();
-  const Expr on = bin(BinaryOp::Eq, index[1] - index[0], Expr(k));
+  const Expr on = eq(index[1] - index[0], Expr(k));
   return t == DType::Bool ? on : loop::select(on, constant(t, 1), constant(t, 0));
 }
 
@@ -170,8 +167,8 @@ Expr lower_onehot(LowerContext& ctx, size_t, const Idx& index) {
   const Expr k = at[axis];
   at.erase(at.begin() + static_cast<long>(axis));
   Expr i = loop::cast(DType::I64, ctx.input(0, at));  // float indices truncate, as in the interpreter
-  i = loop::select(bin(BinaryOp::Lt, i, Expr(0)), i + depth, i);
-  return loop::select(bin(BinaryOp::Eq, i, k), ctx.input(2, {Expr(1)}), ctx.input(2, {Expr(0)}));
+  i = loop::select(lt(i, Expr(0)), i + depth, i);
+  return loop::select(eq(i, k), ctx.input(2, {Expr(1)}), ctx.input(2, {Expr(0)}));
 }
 
 Expr lower_constant_of_shape(LowerContext& ctx, size_t, const Idx&) {
@@ -197,9 +194,9 @@ Expr lower_range(LowerContext& ctx, size_t, const Idx& index) {
   const Expr limit = loop::cast(t, ctx.input(1, Idx(ctx.in_rank(1), Expr(0))));
   const Expr delta = loop::cast(t, ctx.input(2, Idx(ctx.in_rank(2), Expr(0))));
   const Expr f64_0 = loop::float_imm(DType::F64, 0);
-  const Expr span = loop::binary(BinaryOp::Div, loop::cast(DType::F64, limit - start), loop::cast(DType::F64, delta));
-  const Expr count = loop::max(f64_0, loop::call("ceil", DType::F64, {span}));
-  ctx.check(bin(BinaryOp::Eq, count, loop::float_imm(DType::F64, static_cast<double>(n.value()))),
+  const Expr span = div(loop::cast(DType::F64, limit - start), loop::cast(DType::F64, delta));
+  const Expr count = loop::max(f64_0, intrinsic("ceil", span));
+  ctx.check(eq(count, loop::float_imm(DType::F64, static_cast<double>(n.value()))),
             str_cat(ctx.node.describe(), ": start, limit and delta do not give ", n.value(), " elements"));
   Expr v = start + loop::cast(t, index[0]) * delta;
   const bool low = out == DType::F16 || out == DType::BF16;

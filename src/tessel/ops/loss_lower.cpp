@@ -14,9 +14,7 @@
 namespace tessel {
 namespace {
 
-using loop::BinaryOp;
-using loop::Expr;
-using Idx = std::vector<Expr>;
+using namespace lower_expr;
 
 // Index [n, c, d...] of the scores for target position [n, d...].
 Idx score_index(const Idx& pos, const Expr& c) {
@@ -34,8 +32,8 @@ Expr log_prob(LowerContext& ctx, const Idx& pos, const Expr& c, bool softmax) {
   const auto at = [&](const Idx& k) { return input_as_compute(ctx, 0, score_index(pos, k[0])); };
   const Expr m = ctx.reduce(ReduceOp::Max, lowest(t), {classes}, at);
   const Expr s = ctx.reduce(ReduceOp::Sum, constant(t, 0), {classes},
-                            [&](const Idx& k) { return loop::call("exp", t, {at(k) - m}); });
-  return x - m - loop::call("log", t, {s});
+                            [&](const Idx& k) { return intrinsic("exp", at(k) - m); });
+  return x - m - intrinsic("log", s);
 }
 
 // The class of target position `pos` (checked, clamped), whether it is
@@ -50,8 +48,8 @@ Target read_target(LowerContext& ctx, const Idx& pos) {
   const Expr target = loop::cast(DType::I64, ctx.input(1, pos));
   Expr ignored = loop::bool_imm(false);
   if (ctx.node.has_attr("ignore_index"))
-    ignored = loop::binary(BinaryOp::Eq, target, Expr(ctx.node.attr_int("ignore_index", 0)));
-  ctx.check(loop::binary(BinaryOp::Or, ignored, in_range(target, Expr(0), classes)),
+    ignored = eq(target, Expr(ctx.node.attr_int("ignore_index", 0)));
+  ctx.check(or_(ignored, in_range(target, Expr(0), classes)),
             str_cat(ctx.node.describe(), ": target value out of range"));
   const Expr c = clamp_index(target, Expr(0), classes - Expr(1));
   const Expr w = ctx.has_input(2) ? input_as_compute(ctx, 2, {c}) : constant(t, 1);
@@ -83,7 +81,7 @@ Expr lower_loss(LowerContext& ctx, size_t output, const Idx& index) {
   if (red == "sum") return loop::cast(ctx.out_dtype(), sum);
   const Expr wsum = ctx.reduce(ReduceOp::Sum, zero, positions,
                                [&](const Idx& k) { return read_target(ctx, k).weight; });
-  return loop::cast(ctx.out_dtype(), loop::binary(BinaryOp::Div, sum, wsum));
+  return loop::cast(ctx.out_dtype(), div(sum, wsum));
 }
 
 }  // namespace

@@ -43,23 +43,27 @@ loop::Expr input_as_compute(LowerContext& ctx, size_t i, const std::vector<loop:
 }
 
 std::vector<loop::Expr> broadcast_index(LowerContext& ctx, size_t i, const std::vector<loop::Expr>& index) {
+  TS_CHECK(ctx.out_rank() == index.size(), ctx.node.describe(), ": index of rank ", index.size(), " for an output of rank ",
+           ctx.out_rank());
+  return broadcast_leading(ctx, i, ctx.in_rank(i), index);
+}
+
+std::vector<loop::Expr> broadcast_leading(LowerContext& ctx, size_t i, size_t dims,
+                                          const std::vector<loop::Expr>& out_lead) {
   const Shape& in = *ctx.node.input(i)->type.shape;
   const Shape& out = *ctx.node.outputs[0]->type.shape;
-  TS_CHECK(in.size() <= index.size() && out.size() == index.size(),
-           ctx.node.describe(), ": broadcast of input ", i, " of rank ", in.size(), " to rank ", index.size());
-  std::vector<loop::Expr> in_shape = ctx.in_shape(i);
+  TS_CHECK(dims <= in.size() && dims <= out_lead.size() && out_lead.size() <= out.size(), ctx.node.describe(),
+           ": broadcast of ", dims, " dims of input ", i, " to ", out_lead.size(), " output dims");
+  const std::vector<loop::Expr> in_shape = ctx.in_shape(i);
   std::vector<loop::Expr> r;
-  const size_t off = index.size() - in.size();
-  for (size_t d = 0; d < in.size(); ++d) {
-    const Dim& id = in[d];
-    const Dim& od = out[d + off];
-    if (id == Dim(1))
+  const size_t off = out_lead.size() - dims;
+  for (size_t d = 0; d < dims; ++d) {
+    if (in[d] == Dim(1))
       r.push_back(loop::Expr(0));
-    else if (id == od)
-      r.push_back(index[d + off]);
+    else if (in[d] == out[d + off])
+      r.push_back(out_lead[d + off]);
     else  // symbolic: may be 1 at run time
-      r.push_back(loop::select(loop::binary(loop::BinaryOp::Eq, in_shape[d], loop::Expr(1)), loop::Expr(0),
-                               index[d + off]));
+      r.push_back(loop::select(lower_expr::eq(in_shape[d], loop::Expr(1)), loop::Expr(0), out_lead[d + off]));
   }
   return r;
 }
@@ -92,8 +96,7 @@ loop::Expr clamp_index(const loop::Expr& x, const loop::Expr& lo, const loop::Ex
 }
 
 loop::Expr in_range(const loop::Expr& x, const loop::Expr& lo, const loop::Expr& hi) {
-  return loop::binary(loop::BinaryOp::And, loop::binary(loop::BinaryOp::Ge, x, lo),
-                      loop::binary(loop::BinaryOp::Lt, x, hi));
+  return lower_expr::and_(lower_expr::ge(x, lo), lower_expr::lt(x, hi));
 }
 
 loop::Expr lowest(DType t) {
@@ -106,6 +109,36 @@ loop::Expr highest(DType t) {
   if (is_float(t)) return loop::float_imm(t, std::numeric_limits<double>::infinity());
   if (is_unsigned_int(t)) return loop::int_imm(t, int_bits(t) == 64 ? -1 : (int64_t{1} << int_bits(t)) - 1);
   return loop::int_imm(t, int_bits(t) == 64 ? std::numeric_limits<int64_t>::max() : (int64_t{1} << (int_bits(t) - 1)) - 1);
+}
+
+loop::Expr same_or_both_nan(const loop::Expr& x, const loop::Expr& best) {
+  using namespace lower_expr;
+  if (!is_float(x.dtype())) return eq(x, best);
+  return or_(eq(x, best), and_(is_nan(x), is_nan(best)));
+}
+
+loop::Expr flatten_index(const std::vector<loop::Expr>& at, const std::vector<loop::Expr>& dims) {
+  loop::Expr flat = loop::Expr(0);
+  for (size_t d = 0; d < at.size(); ++d) flat = flat * dims[d] + at[d];
+  return flat;
+}
+
+std::vector<loop::Expr> unflatten_index(const loop::Expr& flat, const std::vector<loop::Expr>& dims) {
+  std::vector<loop::Expr> at(dims.size());
+  loop::Expr rest = flat;
+  for (size_t d = dims.size(); d-- > 0;) {
+    at[d] = d == 0 ? rest : loop::floormod(rest, dims[d]);
+    rest = loop::floordiv(rest, dims[d]);
+  }
+  return at;
+}
+
+loop::Expr cubic_weight(const loop::Expr& t0, double a) {
+  using namespace lower_expr;
+  const Expr t = intrinsic("fabs", t0);
+  const Expr near = ((f64(a + 2) * t - f64(a + 3)) * t) * t + f64(1);
+  const Expr far = ((f64(a) * t - f64(5 * a)) * t + f64(8 * a)) * t - f64(4 * a);
+  return loop::select(le(t, f64(1)), near, loop::select(lt(t, f64(2)), far, f64(0)));
 }
 
 }  // namespace tessel

@@ -89,6 +89,11 @@ loop::Expr input_as_compute(LowerContext& ctx, size_t i, const std::vector<loop:
 // Numpy broadcasting: the index of input i for output `index` (aligned from the
 // right; a dim of 1 reads element 0).
 std::vector<loop::Expr> broadcast_index(LowerContext& ctx, size_t i, const std::vector<loop::Expr>& index);
+// The same for the leading `dims` dims of input i against `out_lead`, the
+// output index's leading dims (a matmul operand's batch dims against the
+// output's batch dims).
+std::vector<loop::Expr> broadcast_leading(LowerContext& ctx, size_t i, size_t dims,
+                                          const std::vector<loop::Expr>& out_lead);
 // Immediate of type t with value v.
 loop::Expr constant(DType t, double v);
 // The values of a constant integer input (axes, pads, shapes); unsupported
@@ -104,5 +109,43 @@ loop::Expr in_range(const loop::Expr& x, const loop::Expr& lo, const loop::Expr&
 // The smallest / largest value of type t (-inf / +inf for floats).
 loop::Expr lowest(DType t);
 loop::Expr highest(DType t);
+// x == best where NaN equals NaN: the position of a maximum or minimum that
+// a NaN-propagating reduction found (ArgMax, Hardmax, MaxPool's Indices).
+loop::Expr same_or_both_nan(const loop::Expr& x, const loop::Expr& best);
+// The row-major offset of `at` in a box of sizes `dims`, and back.
+loop::Expr flatten_index(const std::vector<loop::Expr>& at, const std::vector<loop::Expr>& dims);
+std::vector<loop::Expr> unflatten_index(const loop::Expr& flat, const std::vector<loop::Expr>& dims);
+// Keys' cubic convolution weight for an f64 tap distance t with coefficient
+// a (Resize's cubic_coeff_a; GridSample uses -0.75), in the reference's form.
+loop::Expr cubic_weight(const loop::Expr& t, double a);
 
 }  // namespace tessel
+
+// Shorthands for writing compute definitions; an op lowering file says
+// `using namespace lower_expr;`. They live in their own namespace because
+// registry.h (and so every op file) includes this header, and names as short
+// as `lt` or `f64` would otherwise collide with local helpers elsewhere.
+namespace tessel::lower_expr {
+
+using loop::BinaryOp;
+using loop::Expr;
+using Idx = std::vector<Expr>;
+
+inline Expr lt(const Expr& a, const Expr& b) { return loop::binary(BinaryOp::Lt, a, b); }
+inline Expr le(const Expr& a, const Expr& b) { return loop::binary(BinaryOp::Le, a, b); }
+inline Expr gt(const Expr& a, const Expr& b) { return loop::binary(BinaryOp::Gt, a, b); }
+inline Expr ge(const Expr& a, const Expr& b) { return loop::binary(BinaryOp::Ge, a, b); }
+inline Expr eq(const Expr& a, const Expr& b) { return loop::binary(BinaryOp::Eq, a, b); }
+inline Expr ne(const Expr& a, const Expr& b) { return loop::binary(BinaryOp::Ne, a, b); }
+inline Expr div(const Expr& a, const Expr& b) { return loop::binary(BinaryOp::Div, a, b); }
+inline Expr and_(const Expr& a, const Expr& b) { return loop::binary(BinaryOp::And, a, b); }
+inline Expr or_(const Expr& a, const Expr& b) { return loop::binary(BinaryOp::Or, a, b); }
+
+// An f64 immediate (coordinate and weight arithmetic done like the reference, in double).
+inline Expr f64(double v) { return loop::float_imm(DType::F64, v); }
+// An intrinsic (loop/ir.h lists them) whose result has its first argument's type.
+inline Expr intrinsic(const char* name, const Expr& x) { return loop::call(name, x.dtype(), {x}); }
+inline Expr intrinsic(const char* name, const Expr& x, const Expr& y) { return loop::call(name, x.dtype(), {x, y}); }
+inline Expr is_nan(const Expr& x) { return loop::call("isnan", DType::Bool, {x}); }
+
+}  // namespace tessel::lower_expr

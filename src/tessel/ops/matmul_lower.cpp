@@ -11,48 +11,52 @@
 namespace tessel {
 namespace {
 
-using loop::Expr;
-using Idx = std::vector<Expr>;
+using namespace lower_expr;
 
-// Batch index of an operand of rank `rank` (>= 2) for output batch `out_batch`
-// (numpy broadcasting, aligned from the right).
-Idx operand_batch(LowerContext& ctx, size_t operand, const Idx& out_batch) {
-  const Shape& s = *ctx.node.input(operand)->type.shape;
-  const Shape& out = *ctx.node.outputs[0]->type.shape;
-  const size_t nb = s.size() - 2;
-  const size_t off = out_batch.size() - nb;
-  const Idx dims = ctx.in_shape(operand);
-  Idx r;
-  for (size_t d = 0; d < nb; ++d) {
-    if (s[d] == Dim(1))
-      r.push_back(Expr(0));
-    else if (s[d] == out[d + off])
-      r.push_back(out_batch[d + off]);
-    else
-      r.push_back(loop::select(loop::binary(loop::BinaryOp::Eq, dims[d], Expr(1)), Expr(0), out_batch[d + off]));
+// Where MatMul's operands A[..., i, k] and B[..., k, j] are read for one
+// output element (numpy matmul: a 1-D operand has no M or N dim, and the
+// batch dims broadcast). `a` and `b` are the operands' input numbers.
+class MatmulOperands {
+ public:
+  MatmulOperands(LowerContext& ctx, size_t a, size_t b, const Idx& index)
+      : ctx_(ctx), a_(a), b_(b), ra_(ctx.in_rank(a)), rb_(ctx.in_rank(b)) {
+    // Output layout: batch..., [M if ra > 1], [N if rb > 1].
+    const size_t nm = ra_ > 1 ? 1 : 0, nn = rb_ > 1 ? 1 : 0;
+    const size_t nbatch = index.size() - nm - nn;
+    out_batch_.assign(index.begin(), index.begin() + static_cast<long>(nbatch));
+    i_ = nm ? index[nbatch] : Expr(0);
+    j_ = nn ? index[nbatch + nm] : Expr(0);
   }
-  return r;
-}
+  Expr k_extent() { return ctx_.in_shape(a_)[ra_ - 1]; }
+  Idx a_at(const Expr& k) {
+    Idx at = batch(a_, ra_);
+    if (ra_ > 1) at.push_back(i_);
+    at.push_back(k);
+    return at;
+  }
+  Idx b_at(const Expr& k) {
+    Idx at = batch(b_, rb_);
+    at.push_back(k);
+    if (rb_ > 1) at.push_back(j_);
+    return at;
+  }
+
+ private:
+  Idx batch(size_t operand, size_t rank) {
+    return rank > 1 ? broadcast_leading(ctx_, operand, rank - 2, out_batch_) : Idx{};
+  }
+  LowerContext& ctx_;
+  size_t a_, b_, ra_, rb_;
+  Idx out_batch_;
+  Expr i_, j_;
+};
 
 Expr lower_matmul(LowerContext& ctx, size_t, const Idx& index) {
-  const size_t ra = ctx.in_rank(0), rb = ctx.in_rank(1);
   const DType t = compute_type(ctx.in_dtype(0));
   if (t == DType::Bool) ctx.unsupported("bool matmul");
-  // Output layout: batch..., [M if ra > 1], [N if rb > 1].
-  const size_t nm = ra > 1 ? 1 : 0, nn = rb > 1 ? 1 : 0;
-  const size_t nbatch = index.size() - nm - nn;
-  const Idx out_batch(index.begin(), index.begin() + static_cast<long>(nbatch));
-  const Expr i = nm ? index[nbatch] : Expr(0);
-  const Expr j = nn ? index[nbatch + nm] : Expr(0);
-  const Expr K = ctx.in_shape(0)[ra - 1];
-  return loop::cast(ctx.out_dtype(), ctx.reduce(ReduceOp::Sum, constant(t, 0), {K}, [&](const Idx& k) {
-    Idx ai = ra > 1 ? operand_batch(ctx, 0, out_batch) : Idx{};
-    if (ra > 1) ai.push_back(i);
-    ai.push_back(k[0]);
-    Idx bi = rb > 1 ? operand_batch(ctx, 1, out_batch) : Idx{};
-    bi.push_back(k[0]);
-    if (rb > 1) bi.push_back(j);
-    return input_as_compute(ctx, 0, ai) * input_as_compute(ctx, 1, bi);
+  MatmulOperands mm(ctx, 0, 1, index);
+  return loop::cast(ctx.out_dtype(), ctx.reduce(ReduceOp::Sum, constant(t, 0), {mm.k_extent()}, [&](const Idx& k) {
+    return input_as_compute(ctx, 0, mm.a_at(k[0])) * input_as_compute(ctx, 1, mm.b_at(k[0]));
   }));
 }
 
@@ -136,26 +140,17 @@ Expr lower_qlinear_matmul(LowerContext& ctx, size_t, const Idx& index) {
         if (d != 1) ctx.unsupported("per-row or per-column quantization parameters");
   const auto scalar = [&](size_t i) { return ctx.input(i, Idx(ctx.in_rank(i), Expr(0))); };
   const auto zp = [&](size_t i) { return ctx.has_input(i) ? loop::cast(DType::I64, scalar(i)) : Expr(0); };
-  const size_t ra = ctx.in_rank(0), rb = ctx.in_rank(3);
-  const size_t nm = ra > 1 ? 1 : 0, nn = rb > 1 ? 1 : 0;
-  const size_t nbatch = index.size() - nm - nn;
-  const Idx out_batch(index.begin(), index.begin() + static_cast<long>(nbatch));
-  const Expr i = nm ? index[nbatch] : Expr(0), j = nn ? index[nbatch + nm] : Expr(0);
+  MatmulOperands mm(ctx, 0, 3, index);
   const Expr azp = zp(2), bzp = zp(5);
-  const Expr acc = ctx.reduce(ReduceOp::Sum, Expr(0), {ctx.in_shape(0)[ra - 1]}, [&](const Idx& k) {
-    Idx ai = ra > 1 ? operand_batch(ctx, 0, out_batch) : Idx{};
-    if (ra > 1) ai.push_back(i);
-    ai.push_back(k[0]);
-    Idx bi = rb > 1 ? operand_batch(ctx, 3, out_batch) : Idx{};
-    bi.push_back(k[0]);
-    if (rb > 1) bi.push_back(j);
-    return (loop::cast(DType::I64, ctx.input(0, ai)) - azp) * (loop::cast(DType::I64, ctx.input(3, bi)) - bzp);
+  const Expr acc = ctx.reduce(ReduceOp::Sum, Expr(0), {mm.k_extent()}, [&](const Idx& k) {
+    return (loop::cast(DType::I64, ctx.input(0, mm.a_at(k[0]))) - azp) *
+           (loop::cast(DType::I64, ctx.input(3, mm.b_at(k[0]))) - bzp);
   });
-  const Expr mult = loop::binary(loop::BinaryOp::Div, scalar(1) * scalar(4), scalar(6));
+  const Expr mult = div(scalar(1) * scalar(4), scalar(6));
   const Expr v = loop::cast(DType::F64, acc) * loop::cast(DType::F64, mult) + loop::cast(DType::F64, zp(7));
-  const Expr r = loop::call("rint", DType::F64, {v});
+  const Expr r = intrinsic("rint", v);
   const Expr lo = loop::cast(DType::F64, lowest(out)), hi = loop::cast(DType::F64, highest(out));
-  const Expr nan = loop::call("isnan", DType::Bool, {r});
+  const Expr nan = is_nan(r);
   return loop::cast(out, loop::select(nan, constant(DType::F64, 0), loop::max(lo, loop::min(r, hi))));
 }
 

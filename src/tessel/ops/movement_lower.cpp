@@ -9,13 +9,10 @@
 namespace tessel {
 namespace {
 
-using loop::BinaryOp;
-using loop::Expr;
-using Idx = std::vector<Expr>;
+using namespace lower_expr;
 
 const Shape& in_dims(LowerContext& ctx, size_t i) { return *ctx.node.input(i)->type.shape; }
 const Shape& out_dims(LowerContext& ctx) { return *ctx.node.outputs[0]->type.shape; }
-Expr lt(const Expr& a, const Expr& b) { return loop::binary(BinaryOp::Lt, a, b); }
 
 // Reshape, Flatten, Squeeze, Unsqueeze: trailing dims that agree map
 // directly (and size-1 dims drop out); the rest goes through the flat index.
@@ -132,7 +129,7 @@ Expr lower_gather(LowerContext& ctx, size_t, const Idx& index) {
   Idx ind_index(index.begin() + static_cast<long>(axis), index.begin() + static_cast<long>(axis + q));
   Expr n = loop::cast(DType::I64, ctx.input(1, ind_index));
   n = loop::select(lt(n, Expr(0)), n + dim, n);
-  ctx.check(loop::binary(BinaryOp::And, loop::binary(BinaryOp::Ge, n, Expr(0)), lt(n, dim)),
+  ctx.check(and_(ge(n, Expr(0)), lt(n, dim)),
             str_cat(ctx.node.describe(), ": index out of range for an axis of size ", in_dims(ctx, 0)[axis].str()));
   Idx at(index.begin(), index.begin() + static_cast<long>(axis));
   at.push_back(clamp_index(n, Expr(0), dim - Expr(1)));
@@ -183,7 +180,7 @@ Expr lower_gather_elements(LowerContext& ctx, size_t, const Idx& index) {
   const Expr dim = ctx.in_shape(0)[axis];
   Expr n = loop::cast(DType::I64, ctx.input(1, index));
   n = loop::select(lt(n, Expr(0)), n + dim, n);
-  ctx.check(loop::binary(BinaryOp::And, loop::binary(BinaryOp::Ge, n, Expr(0)), lt(n, dim)),
+  ctx.check(and_(ge(n, Expr(0)), lt(n, dim)),
             str_cat(ctx.node.describe(), ": index out of range for an axis of size ", in_dims(ctx, 0)[axis].str()));
   Idx at = index;
   at[axis] = clamp_index(n, Expr(0), dim - Expr(1));

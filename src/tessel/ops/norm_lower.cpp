@@ -9,8 +9,7 @@
 namespace tessel {
 namespace {
 
-using loop::Expr;
-using Idx = std::vector<Expr>;
+using namespace lower_expr;
 
 struct Rows {
   size_t axis;
@@ -48,7 +47,6 @@ Expr lower_rownorm(LowerContext& ctx, size_t, const Idx& index) {
   const Rows rows = rows_of(ctx);
   const Expr n = row_count(rows, t);
   const Expr eps = constant(t, ctx.node.attr_float("epsilon", 1e-5f));
-  const auto div = [](const Expr& a, const Expr& b) { return loop::binary(loop::BinaryOp::Div, a, b); };
   Expr centered = input_as_compute(ctx, 0, index);
   Expr var;
   if (Rms) {
@@ -58,7 +56,7 @@ Expr lower_rownorm(LowerContext& ctx, size_t, const Idx& index) {
     var = div(row_sum(ctx, rows, index, t, [&](const Expr& x) { return (x - mean) * (x - mean); }), n);
     centered = centered - mean;
   }
-  Expr y = div(centered, loop::call("sqrt", t, {var + eps})) * input_as_compute(ctx, 1, broadcast_index(ctx, 1, index));
+  Expr y = div(centered, intrinsic("sqrt", var + eps)) * input_as_compute(ctx, 1, broadcast_index(ctx, 1, index));
   if (!Rms && ctx.has_input(2)) y = y + input_as_compute(ctx, 2, broadcast_index(ctx, 2, index));
   return loop::cast(ctx.out_dtype(), y);
 }
@@ -77,7 +75,7 @@ Expr channel_norm(LowerContext& ctx, const Idx& index, const Expr& mean, const E
   const DType t = mean.dtype();
   const Expr c = index[1];
   const Expr eps = constant(t, ctx.node.attr_float("epsilon", 1e-5f));
-  const Expr k = loop::binary(loop::BinaryOp::Div, input_as_compute(ctx, 1, {c}), loop::call("sqrt", t, {var + eps}));
+  const Expr k = div(input_as_compute(ctx, 1, {c}), intrinsic("sqrt", var + eps));
   return loop::cast(ctx.out_dtype(), (input_as_compute(ctx, 0, index) - mean) * k + input_as_compute(ctx, 2, {c}));
 }
 
@@ -94,7 +92,6 @@ Expr lower_instancenorm(LowerContext& ctx, size_t, const Idx& index) {
   if (!is_float(t)) ctx.unsupported("non-float input");
   const Idx shape = ctx.in_shape(0);
   const Rows rows = {2, Idx(shape.begin() + 2, shape.end())};
-  const auto div = [](const Expr& a, const Expr& b) { return loop::binary(loop::BinaryOp::Div, a, b); };
   const Expr n = row_count(rows, t);
   const Expr mean = div(row_sum(ctx, rows, index, t, [](const Expr& x) { return x; }), n);
   const Expr var = div(row_sum(ctx, rows, index, t, [&](const Expr& x) { return (x - mean) * (x - mean); }), n);
@@ -130,11 +127,10 @@ Expr lower_mvn(LowerContext& ctx, size_t, const Idx& index) {
     if (!red[d]) count = count * shape[d];
     red[d] = true;
   }
-  const auto div = [](const Expr& a, const Expr& b) { return loop::binary(loop::BinaryOp::Div, a, b); };
   const Expr n = loop::cast(t, count);
   const Expr mean = div(axes_sum(ctx, red, index, t, [](const Expr& x) { return x; }), n);
   const Expr var = div(axes_sum(ctx, red, index, t, [&](const Expr& x) { return (x - mean) * (x - mean); }), n);
-  const Expr y = div(input_as_compute(ctx, 0, index) - mean, loop::call("sqrt", t, {var}) + constant(t, 1e-9));
+  const Expr y = div(input_as_compute(ctx, 0, index) - mean, intrinsic("sqrt", var) + constant(t, 1e-9));
   return loop::cast(ctx.out_dtype(), y);
 }
 
@@ -148,12 +144,11 @@ Expr lower_lpnorm(LowerContext& ctx, size_t, const Idx& index) {
   std::vector<bool> red(static_cast<size_t>(rank), false);
   red[static_cast<size_t>(normalize_axis(ctx.node.attr_int("axis", -1), rank, ctx.node))] = true;
   Expr norm = axes_sum(ctx, red, index, t, [&](const Expr& x) {
-    return p == 1 ? loop::call("fabs", t, {x}) : x * x;
+    return p == 1 ? intrinsic("fabs", x) : x * x;
   });
-  if (p == 2) norm = loop::call("sqrt", t, {norm});
+  if (p == 2) norm = intrinsic("sqrt", norm);
   const Expr zero = constant(t, 0);
-  const Expr y = loop::select(loop::binary(loop::BinaryOp::Eq, norm, zero), zero,
-                              loop::binary(loop::BinaryOp::Div, input_as_compute(ctx, 0, index), norm));
+  const Expr y = loop::select(eq(norm, zero), zero, div(input_as_compute(ctx, 0, index), norm));
   return loop::cast(ctx.out_dtype(), y);
 }
 

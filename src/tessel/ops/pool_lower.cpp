@@ -12,8 +12,7 @@
 namespace tessel {
 namespace {
 
-using loop::Expr;
-using Idx = std::vector<Expr>;
+using namespace lower_expr;
 
 Idx spatial(const Idx& index) { return Idx(index.begin() + 2, index.end()); }
 
@@ -68,19 +67,19 @@ Expr lower_avgpool(LowerContext& ctx, size_t, const Idx& index) {
   const bool include_pad = ctx.node.attr_int("count_include_pad", 0) != 0;
   const Expr sum = window_reduce(ctx, sw, index, ReduceOp::Sum, constant(t, 0), [](const Expr& x) { return x; });
   const Expr n = tap_count(ctx, sw, index, t, include_pad);
-  return loop::cast(ctx.out_dtype(), loop::binary(loop::BinaryOp::Div, sum, n));
+  return loop::cast(ctx.out_dtype(), div(sum, n));
 }
 
 // |x|^p and its root, with the exact forms for p = 1 and 2.
 Expr lp_power(const Expr& x, int64_t p) {
-  const Expr a = loop::call("fabs", x.dtype(), {x});
+  const Expr a = intrinsic("fabs", x);
   if (p == 1) return a;
   if (p == 2) return x * x;
   return loop::call("pow", x.dtype(), {a, constant(x.dtype(), static_cast<double>(p))});
 }
 Expr lp_root(const Expr& s, int64_t p) {
   if (p == 1) return s;
-  if (p == 2) return loop::call("sqrt", s.dtype(), {s});
+  if (p == 2) return intrinsic("sqrt", s);
   return loop::call("pow", s.dtype(), {s, constant(s.dtype(), 1.0 / static_cast<double>(p))});
 }
 
@@ -124,7 +123,7 @@ Expr lower_global(LowerContext& ctx, size_t, const Idx& index) {
     } else {
       Expr n = Expr(1);
       for (const Expr& e : extents) n = n * e;
-      r = loop::binary(loop::BinaryOp::Div, r, loop::cast(t, n));
+      r = div(r, loop::cast(t, n));
     }
   }
   return loop::cast(ctx.out_dtype(), r);

@@ -10,9 +10,7 @@
 namespace tessel {
 namespace {
 
-using loop::BinaryOp;
-using loop::Expr;
-using Idx = std::vector<Expr>;
+using namespace lower_expr;
 
 // Index of the scale / zero point for element `index` of x.
 Idx scale_index(LowerContext& ctx, const Idx& index) {
@@ -56,8 +54,8 @@ Expr lower_quantize(LowerContext& ctx, size_t, const Idx& index) {
   const Idx si = scale_index(ctx, index);
   const Expr x = loop::cast(prec, ctx.input(0, index)), s = loop::cast(prec, ctx.input(1, si));
   const DType wide = compute_type(prec);  // f16/bf16 quotients are rounded, then widened
-  const Expr q = loop::cast(wide, loop::binary(BinaryOp::Div, x, s));
-  Expr v = loop::cast(DType::I64, loop::call("rint", wide, {q}));  // NaN -> 0, saturating
+  const Expr q = loop::cast(wide, div(x, s));
+  Expr v = loop::cast(DType::I64, intrinsic("rint", q));  // NaN -> 0, saturating
   if (ctx.has_input(2)) v = v + loop::cast(DType::I64, ctx.input(2, si));
   const Expr lo = loop::cast(DType::I64, lowest(out)), hi = loop::cast(DType::I64, highest(out));
   return loop::cast(out, clamp_index(v, lo, hi));

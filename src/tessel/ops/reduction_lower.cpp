@@ -13,8 +13,7 @@
 namespace tessel {
 namespace {
 
-using loop::Expr;
-using Idx = std::vector<Expr>;
+using namespace lower_expr;
 
 // Which input axes a Reduce* node reduces (axes from the constant input 1).
 std::vector<bool> reduced_axes(LowerContext& ctx) {
@@ -76,9 +75,9 @@ Expr lower_reduce(LowerContext& ctx, size_t, const Idx& index) {
   const auto id = [](const Expr& x) { return x; };
   const auto sq = [](const Expr& x) { return x * x; };
   const auto abs = [](const Expr& x) {
-    if (is_float(x.dtype())) return loop::call("fabs", x.dtype(), {x});
+    if (is_float(x.dtype())) return intrinsic("fabs", x);
     if (is_unsigned_int(x.dtype())) return x;
-    return loop::select(loop::binary(loop::BinaryOp::Lt, x, constant(x.dtype(), 0)), -x, x);
+    return loop::select(lt(x, constant(x.dtype(), 0)), -x, x);
   };
   const Expr zero = constant(t, 0);
   Expr r;
@@ -86,7 +85,7 @@ Expr lower_reduce(LowerContext& ctx, size_t, const Idx& index) {
     case Kind::Sum: r = reduce_input(ctx, red, index, ReduceOp::Sum, zero, id); break;
     case Kind::Mean:
       r = reduce_input(ctx, red, index, ReduceOp::Sum, zero, id);
-      r = loop::binary(loop::BinaryOp::Div, r, reduced_count(ctx, red, t));
+      r = div(r, reduced_count(ctx, red, t));
       break;
     case Kind::Max: r = reduce_input(ctx, red, index, ReduceOp::Max, lowest(t), id); break;
     case Kind::Min: r = reduce_input(ctx, red, index, ReduceOp::Min, highest(t), id); break;
@@ -95,18 +94,18 @@ Expr lower_reduce(LowerContext& ctx, size_t, const Idx& index) {
     case Kind::SumSquare: r = reduce_input(ctx, red, index, ReduceOp::Sum, zero, sq); break;
     case Kind::L2:
       if (!is_float(t)) ctx.unsupported("integer ReduceL2");
-      r = loop::call("sqrt", t, {reduce_input(ctx, red, index, ReduceOp::Sum, zero, sq)});
+      r = intrinsic("sqrt", reduce_input(ctx, red, index, ReduceOp::Sum, zero, sq));
       break;
     case Kind::LogSum:
-      r = loop::call("log", t, {reduce_input(ctx, red, index, ReduceOp::Sum, zero, id)});
+      r = intrinsic("log", reduce_input(ctx, red, index, ReduceOp::Sum, zero, id));
       break;
     case Kind::LogSumExp: {
       // max-shifted so that large inputs do not overflow exp.
       Expr m = reduce_input(ctx, red, index, ReduceOp::Max, lowest(t), id);
       Expr safe_m = loop::select(loop::call("isinf", DType::Bool, {m}), zero, m);
       Expr s = reduce_input(ctx, red, index, ReduceOp::Sum, zero,
-                            [&](const Expr& x) { return loop::call("exp", t, {x - safe_m}); });
-      r = loop::call("log", t, {s}) + safe_m;
+                            [&](const Expr& x) { return intrinsic("exp", x - safe_m); });
+      r = intrinsic("log", s) + safe_m;
       break;
     }
   }
@@ -130,10 +129,9 @@ Expr lower_softmax(LowerContext& ctx, size_t, const Idx& index) {
   Expr m = ctx.reduce(ReduceOp::Max, constant(t, -std::numeric_limits<double>::infinity()), {shape[axis]},
                       [&](const Idx& k) { return at(k[0]); });
   Expr s = ctx.reduce(ReduceOp::Sum, constant(t, 0), {shape[axis]},
-                      [&](const Idx& k) { return loop::call("exp", t, {at(k[0]) - m}); });
+                      [&](const Idx& k) { return intrinsic("exp", at(k[0]) - m); });
   Expr x = input_as_compute(ctx, 0, index);
-  Expr r = Log ? x - m - loop::call("log", t, {s})
-               : loop::binary(loop::BinaryOp::Div, loop::call("exp", t, {x - m}), s);
+  Expr r = Log ? x - m - intrinsic("log", s) : div(intrinsic("exp", x - m), s);
   return loop::cast(ctx.out_dtype(), r);
 }
 
@@ -158,15 +156,8 @@ Expr lower_arg(LowerContext& ctx, size_t, const Idx& index) {
   };
   const Expr best = ctx.reduce(Max ? ReduceOp::Max : ReduceOp::Min, Max ? lowest(t) : highest(t), {n},
                                [&](const Idx& k) { return at(k[0]); });
-  const auto is_best = [&](const Expr& x) {
-    Expr same = loop::binary(loop::BinaryOp::Eq, x, best);
-    if (!is_float(t)) return same;
-    Expr both_nan = loop::binary(loop::BinaryOp::And, loop::call("isnan", DType::Bool, {x}),
-                                 loop::call("isnan", DType::Bool, {best}));
-    return loop::binary(loop::BinaryOp::Or, same, both_nan);
-  };
   const Expr idx = ctx.reduce(last ? ReduceOp::Max : ReduceOp::Min, last ? Expr(-1) : n, {n}, [&](const Idx& k) {
-    return loop::select(is_best(at(k[0])), k[0], last ? Expr(-1) : n);
+    return loop::select(same_or_both_nan(at(k[0]), best), k[0], last ? Expr(-1) : n);
   });
   return loop::cast(ctx.out_dtype(), idx);
 }
@@ -183,15 +174,9 @@ Expr lower_hardmax(LowerContext& ctx, size_t, const Idx& index) {
   };
   const Expr best = ctx.reduce(ReduceOp::Max, lowest(t), {n}, [&](const Idx& k) { return at(k[0]); });
   const Expr first = ctx.reduce(ReduceOp::Min, n, {n}, [&](const Idx& k) {
-    Expr hit = loop::binary(loop::BinaryOp::Eq, at(k[0]), best);
-    if (is_float(t))
-      hit = loop::binary(loop::BinaryOp::Or, hit,
-                         loop::binary(loop::BinaryOp::And, loop::call("isnan", DType::Bool, {at(k[0])}),
-                                      loop::call("isnan", DType::Bool, {best})));
-    return loop::select(hit, k[0], n);
+    return loop::select(same_or_both_nan(at(k[0]), best), k[0], n);
   });
-  return loop::select(loop::binary(loop::BinaryOp::Eq, index[axis], first), constant(ctx.out_dtype(), 1),
-                      constant(ctx.out_dtype(), 0));
+  return loop::select(eq(index[axis], first), constant(ctx.out_dtype(), 1), constant(ctx.out_dtype(), 0));
 }
 
 // CumSum/CumProd: a reduction whose range along the axis depends on the

@@ -17,15 +17,7 @@
 namespace tessel {
 namespace {
 
-using loop::BinaryOp;
-using loop::Expr;
-using Idx = std::vector<Expr>;
-
-Expr f64(double v) { return loop::float_imm(DType::F64, v); }
-Expr bin(BinaryOp op, const Expr& a, const Expr& b) { return loop::binary(op, a, b); }
-Expr div(const Expr& a, const Expr& b) { return bin(BinaryOp::Div, a, b); }
-Expr fcall(const char* name, const Expr& x) { return loop::call(name, DType::F64, {x}); }
-Expr or_(const Expr& a, const Expr& b) { return bin(BinaryOp::Or, a, b); }
+using namespace lower_expr;
 
 // One axis: sizes, and the scale and roi as f64 expressions (loaded in the
 // kernel when those operands are only known at run time).
@@ -145,7 +137,7 @@ Expr source_coord(LowerContext& ctx, const Attrs& a, const Axis& s, const Expr& 
   const Expr yd = loop::cast(DType::F64, y);
   const Expr in = f64(static_cast<double>(s.in)), in1 = f64(static_cast<double>(s.in - 1));
   const Expr out_f = s.scale * in;  // the (possibly fractional) target length
-  const Expr is_unit = bin(BinaryOp::Eq, out_f, f64(1));
+  const Expr is_unit = eq(out_f, f64(1));
   const Expr half_pixel = div(yd + f64(0.5), s.scale) - f64(0.5);
   if (a.coord == "half_pixel") return half_pixel;
   if (a.coord == "half_pixel_symmetric") {
@@ -176,15 +168,15 @@ AxisPoint axis_point(LowerContext& ctx, const Attrs& a, const Axis& s, const Exp
   AxisPoint p;
   p.extrapolated = loop::bool_imm(false);
   if (a.coord == "tf_crop_and_resize")
-    p.extrapolated = or_(or_(bin(BinaryOp::Lt, x, f64(0)), bin(BinaryOp::Gt, x, f64(static_cast<double>(s.in - 1)))),
-                         loop::call("isnan", DType::Bool, {x}));
+    p.extrapolated = or_(or_(lt(x, f64(0)), gt(x, f64(static_cast<double>(s.in - 1)))),
+                         is_nan(x));
   // Coordinates beyond any input (a corrupt scale) would overflow the index.
-  ctx.check(bin(BinaryOp::Or, p.extrapolated, bin(BinaryOp::Lt, fcall("fabs", x), f64(1e15))),
+  ctx.check(or_(p.extrapolated, lt(intrinsic("fabs", x), f64(1e15))),
             str_cat(ctx.node.describe(), ": source coordinate is not finite"));
   // Keep the conversion defined for the coordinates that are discarded.
   const Expr safe = loop::select(p.extrapolated, f64(0), x);
-  const Expr fl = fcall("floor", safe);
-  p.left = loop::cast(DType::I64, fl) - loop::select(bin(BinaryOp::Eq, safe, fl), Expr(1), Expr(0));
+  const Expr fl = intrinsic("floor", safe);
+  p.left = loop::cast(DType::I64, fl) - loop::select(eq(safe, fl), Expr(1), Expr(0));
   p.ratio = safe - loop::cast(DType::F64, p.left);
   return p;
 }
@@ -192,12 +184,6 @@ AxisPoint axis_point(LowerContext& ctx, const Attrs& a, const Axis& s, const Exp
 Expr clamp_axis(const Expr& i, const Axis& s) { return clamp_index(i, Expr(0), Expr(s.in - 1)); }
 Expr outside(const Expr& i, const Axis& s) { return loop::unary(loop::UnaryOp::Not, in_range(i, Expr(0), Expr(s.in))); }
 
-Expr cubic_kernel(const Expr& t0, double a) {
-  const Expr t = fcall("fabs", t0);
-  const Expr near = ((f64(a + 2) * t - f64(a + 3)) * t) * t + f64(1);
-  const Expr far = ((f64(a) * t - f64(5 * a)) * t + f64(8 * a)) * t - f64(4 * a);
-  return loop::select(bin(BinaryOp::Le, t, f64(1)), near, loop::select(bin(BinaryOp::Lt, t, f64(2)), far, f64(0)));
-}
 
 // Taps of a linear/cubic filter: offsets [start, 1 - start] from `left`.
 struct Filter {
@@ -222,7 +208,7 @@ Filter filter_of(LowerContext& ctx, const Attrs& a, const Axis& s) {
 Expr tap_weight(const Attrs& a, const Axis& s, const Filter& f, const AxisPoint& p, const Expr& k) {
   const Expr off = k + Expr(f.start);
   const Expr t = (loop::cast(DType::F64, off) - p.ratio) * f64(f.fs);
-  Expr w = a.mode == "linear" ? loop::max(f64(0), f64(1) - fcall("fabs", t)) : cubic_kernel(t, a.cubic_a);
+  Expr w = a.mode == "linear" ? loop::max(f64(0), f64(1) - intrinsic("fabs", t)) : cubic_weight(t, a.cubic_a);
   if (a.exclude_outside) w = loop::select(outside(p.left + off, s), f64(0), w);
   return w;
 }
@@ -230,11 +216,11 @@ Expr tap_weight(const Attrs& a, const Axis& s, const Filter& f, const AxisPoint&
 Expr store(LowerContext& ctx, const Expr& v) {
   const DType out = ctx.out_dtype();
   if (is_float(out)) return loop::cast(out, v);
-  if (out == DType::Bool) return bin(BinaryOp::Ne, v, f64(0));
+  if (out == DType::Bool) return ne(v, f64(0));
   // Integers round half to even and saturate, as the reference does.
-  const Expr r = fcall("rint", v);
+  const Expr r = intrinsic("rint", v);
   const Expr lo = loop::cast(DType::F64, lowest(out)), hi = loop::cast(DType::F64, highest(out));
-  const Expr c = loop::select(loop::call("isnan", DType::Bool, {r}), f64(0), loop::max(lo, loop::min(r, hi)));
+  const Expr c = loop::select(is_nan(r), f64(0), loop::max(lo, loop::min(r, hi)));
   return loop::cast(out, c);
 }
 
@@ -245,9 +231,9 @@ Expr nearest(LowerContext& ctx, const Attrs& a, const std::vector<Axis>& ax, con
     if (ax[d].identity) continue;
     const AxisPoint p = axis_point(ctx, a, ax[d], index[d]);
     Expr right;
-    if (a.nearest == "round_prefer_floor") right = bin(BinaryOp::Gt, p.ratio, f64(0.5));
-    else if (a.nearest == "round_prefer_ceil") right = bin(BinaryOp::Ge, p.ratio, f64(0.5));
-    else if (a.nearest == "floor") right = bin(BinaryOp::Eq, p.ratio, f64(1));
+    if (a.nearest == "round_prefer_floor") right = gt(p.ratio, f64(0.5));
+    else if (a.nearest == "round_prefer_ceil") right = ge(p.ratio, f64(0.5));
+    else if (a.nearest == "floor") right = eq(p.ratio, f64(1));
     else if (a.nearest == "ceil") right = loop::bool_imm(true);
     else ctx.unsupported("nearest_mode " + a.nearest);
     const Expr i = p.left + loop::select(right, Expr(1), Expr(0));
@@ -283,7 +269,7 @@ Expr interpolate(LowerContext& ctx, const Attrs& a, const std::vector<Axis>& ax,
       const Expr sum = ctx.reduce(ReduceOp::Sum, f64(0), {extents[r]}, [&](const Idx& k) {
         return tap_weight(a, ax[resized[r]], filters[r], points[r], k[0]);
       });
-      norms[r] = loop::select(bin(BinaryOp::Eq, sum, f64(0)), f64(1), sum);
+      norms[r] = loop::select(eq(sum, f64(0)), f64(1), sum);
     }
   const Expr v = ctx.reduce(ReduceOp::Sum, f64(0), extents, [&](const Idx& k) {
     Idx at = index;

@@ -10,16 +10,13 @@
 namespace tessel {
 namespace {
 
-using loop::BinaryOp;
-using loop::Expr;
-using Idx = std::vector<Expr>;
+using namespace lower_expr;
 
-Expr bin(BinaryOp op, const Expr& a, const Expr& b) { return loop::binary(op, a, b); }
 
 // indices value normalised against an axis of size `dim`, checked.
 Expr checked_index(LowerContext& ctx, const Expr& raw, const Expr& dim) {
   Expr n = loop::cast(DType::I64, raw);
-  n = loop::select(bin(BinaryOp::Lt, n, Expr(0)), n + dim, n);
+  n = loop::select(lt(n, Expr(0)), n + dim, n);
   ctx.check(in_range(n, Expr(0), dim), str_cat(ctx.node.describe(), ": index out of range"));
   return n;
 }
@@ -38,7 +35,7 @@ Expr fold_updates(LowerContext& ctx, const Expr& data, const Candidates& c) {
   if (red == "none") {
     const Expr last = ctx.reduce(ReduceOp::Max, Expr(-1), c.extents,
                                  [&](const Idx& k) { return loop::select(c.match(k), c.order(k), Expr(-1)); });
-    return loop::select(bin(BinaryOp::Ge, last, Expr(0)), c.update_at_order(loop::max(last, Expr(0))), data);
+    return loop::select(ge(last, Expr(0)), c.update_at_order(loop::max(last, Expr(0))), data);
   }
   if (t == DType::Bool) ctx.unsupported("bool reduction");
   ReduceOp op;
@@ -71,7 +68,7 @@ Expr lower_scatter_elements(LowerContext& ctx, size_t, const Idx& index) {
   Idx p = index;
   for (size_t d = 0; d < rank; ++d) {
     if (d == axis) continue;
-    inside = bin(BinaryOp::And, inside, bin(BinaryOp::Lt, index[d], ushape[d]));
+    inside = and_(inside, lt(index[d], ushape[d]));
     p[d] = loop::min(index[d], ushape[d] - Expr(1));
   }
   const auto at = [&](const Expr& k) {
@@ -82,7 +79,7 @@ Expr lower_scatter_elements(LowerContext& ctx, size_t, const Idx& index) {
   Candidates c;
   c.extents = {ushape[axis]};
   c.match = [&](const Idx& k) {
-    return bin(BinaryOp::And, inside, bin(BinaryOp::Eq, checked_index(ctx, ctx.input(1, at(k[0])), dim), index[axis]));
+    return and_(inside, eq(checked_index(ctx, ctx.input(1, at(k[0])), dim), index[axis]));
   };
   c.update = [&](const Idx& k) { return ctx.input(2, at(k[0])); };
   c.order = [](const Idx& k) { return k[0]; };
@@ -106,25 +103,13 @@ Expr lower_scatter_nd(LowerContext& ctx, size_t, const Idx& index) {
       Idx at = k;
       at.push_back(Expr(j));
       const Expr n = checked_index(ctx, ctx.input(1, at), dshape[static_cast<size_t>(j)]);
-      m = bin(BinaryOp::And, m, bin(BinaryOp::Eq, n, index[static_cast<size_t>(j)]));
+      m = and_(m, eq(n, index[static_cast<size_t>(j)]));
     }
     return m;
   };
   c.update = [&](const Idx& k) { return ctx.input(2, tail(k)); };
-  c.order = [&](const Idx& k) {
-    Expr flat = Expr(0);
-    for (size_t d = 0; d < k.size(); ++d) flat = flat * c.extents[d] + k[d];
-    return flat;
-  };
-  c.update_at_order = [&](const Expr& flat) {
-    Idx k(c.extents.size());
-    Expr rest = flat;
-    for (size_t d = c.extents.size(); d-- > 0;) {
-      k[d] = d == 0 ? rest : loop::floormod(rest, c.extents[d]);
-      rest = loop::floordiv(rest, c.extents[d]);
-    }
-    return ctx.input(2, tail(k));
-  };
+  c.order = [&](const Idx& k) { return flatten_index(k, c.extents); };
+  c.update_at_order = [&](const Expr& flat) { return ctx.input(2, tail(unflatten_index(flat, c.extents))); };
   return fold_updates(ctx, ctx.input(0, index), c);
 }
 

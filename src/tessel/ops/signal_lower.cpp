@@ -9,14 +9,11 @@
 namespace tessel {
 namespace {
 
-using loop::BinaryOp;
-using loop::Expr;
-using Idx = std::vector<Expr>;
+using namespace lower_expr;
 
 enum class Window { Blackman, Hamming, Hann };
 
-Expr f64(double v) { return loop::float_imm(DType::F64, v); }
-Expr cos_(const Expr& x) { return loop::call("cos", DType::F64, {x}); }
+Expr cos_(const Expr& x) { return intrinsic("cos", x); }
 
 template <Window W>
 Expr lower_window(LowerContext& ctx, size_t, const Idx& index) {
@@ -24,12 +21,12 @@ Expr lower_window(LowerContext& ctx, size_t, const Idx& index) {
   if (!n.is_const()) ctx.unsupported("the size is only known at run time");
   const int64_t size = n.value();
   const Expr given = loop::cast(DType::I64, ctx.input(0, Idx(ctx.in_rank(0), Expr(0))));
-  ctx.check(loop::binary(BinaryOp::Eq, given, Expr(size)), str_cat(ctx.node.describe(), ": size differs from ", size));
+  ctx.check(eq(given, Expr(size)), str_cat(ctx.node.describe(), ": size differs from ", size));
   // A periodic window is one period of a window of size+1 with the last
   // sample dropped; a symmetric one spans size-1 intervals.
   const int64_t denom = ctx.node.attr_int("periodic", 1) ? size : size - 1;
   if (denom == 0) return constant(ctx.out_dtype(), 1);
-  const Expr x = loop::binary(BinaryOp::Div, f64(2 * std::numbers::pi) * loop::cast(DType::F64, index[0]),
+  const Expr x = div(f64(2 * std::numbers::pi) * loop::cast(DType::F64, index[0]),
                               f64(static_cast<double>(denom)));
   Expr v;
   switch (W) {

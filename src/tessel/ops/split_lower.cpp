@@ -7,8 +7,7 @@
 namespace tessel {
 namespace {
 
-using loop::Expr;
-using Idx = std::vector<Expr>;
+using namespace lower_expr;
 
 Expr lower_split(LowerContext& ctx, size_t output, const Idx& index) {
   const size_t rank = ctx.in_rank(0);

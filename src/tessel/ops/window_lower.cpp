@@ -2,7 +2,7 @@
 
 namespace tessel {
 
-using loop::Expr;
+using namespace lower_expr;
 
 SpatialWindow forward_window(LowerContext& ctx, const std::vector<int64_t>* kernel_from_w, bool with_dilations,
                              bool with_ceil) {
@@ -17,7 +17,7 @@ SpatialWindow forward_window(LowerContext& ctx, const std::vector<int64_t>* kern
 Expr and_all(const Expr& a, const Expr& b) {
   if (!a.defined()) return b;
   if (!b.defined()) return a;
-  return loop::binary(loop::BinaryOp::And, a, b);
+  return and_(a, b);
 }
 
 WindowTap forward_tap(const SpatialWindow& sw, const std::vector<Expr>& o, const std::vector<Expr>& k) {
