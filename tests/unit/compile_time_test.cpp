@@ -210,6 +210,17 @@ TEST(ModelCache, KeyCoversModelBytesDimsModeAndInputs) {
   EXPECT_NE(with_input, k);
   std::ofstream(input, std::ios::app) << "!";
   EXPECT_NE(model_cache_key(model, "prepare", {}, {{"x", input}}), with_input);
+  // A large .npy input is keyed by its header (shape, dtype): new data hits.
+  const std::string big = (dir / "big.npy").string();
+  const std::string header = std::string("\x93NUMPY\x01\x00\x76\x00", 10) +
+                             "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1024), }" +
+                             std::string(55, ' ') + "\n";
+  std::ofstream(big, std::ios::binary) << header << std::string(4096, 'a');
+  const std::string big_key = model_cache_key(model, "prepare", {}, {{"x", big}});
+  std::ofstream(big, std::ios::binary) << header << std::string(4096, 'b');
+  EXPECT_EQ(model_cache_key(model, "prepare", {}, {{"x", big}}), big_key);
+  std::ofstream(big, std::ios::binary) << header << std::string(8192, 'b');
+  EXPECT_NE(model_cache_key(model, "prepare", {}, {{"x", big}}), big_key);
   std::ofstream(model, std::ios::app) << "\n";
   EXPECT_NE(model_cache_key(model, "prepare", {}, {}), k);
 

@@ -1,8 +1,8 @@
 // Compiled artifacts: `tessel compile MODEL -o FILE` writes one; `run`,
 // `bench`, `inspect` and tessel::compile() load it without compiling again.
 //
-// An artifact holds the model after the pass pipeline (its text IR,
-// constants in full), the executable's steps (which nodes each kernel
+// An artifact holds the model after the pass pipeline (its text IR, large
+// constants as raw bytes beside it), the executable's steps (which nodes each kernel
 // computes, its params by value name, symbols, parallel extent, assertion
 // messages), the kernels' object file and the CPU it was compiled for
 // (runtime/artifact_format.h has the byte layout). Compiled without --dim it
@@ -25,6 +25,7 @@ namespace tessel {
 bool is_artifact_file(const std::string& path);
 
 // The contents of an artifact for `c`, compiled (compile_for_cpu) from `m`.
+// Its constants are views of `m`'s tensors: `m` must outlive the contents.
 ArtifactContents make_artifact(const Model& m, const CompiledModel& c);
 
 // Writes `bytes` to `path` atomically: a temporary file in the same folder,

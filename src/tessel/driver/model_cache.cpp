@@ -78,6 +78,39 @@ void hash_file(KeyHash* h, const std::string& path) {
   h->field(std::to_string(n));
 }
 
+// Given inputs steer the compiled model through their shapes and dtypes
+// (symbol bindings) and, when small, their values (bind_shape_inputs folds
+// integer inputs of at most 64 elements, so at most 512 data bytes). Larger
+// inputs are keyed by their .npy header only: a run with new data but the
+// same shapes must hit, not add an entry the size of the model.
+void hash_input_file(KeyHash* h, const std::string& path) {
+  constexpr size_t kFoldableDataBytes = 64 * 8;
+  std::string head(16, '\0');
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  TS_CHECK(f, path, ": cannot open: ", std::strerror(errno));
+  head.resize(std::fread(head.data(), 1, head.size(), f));
+  std::fseek(f, 0, SEEK_END);
+  const long size = std::ftell(f);
+  size_t header_end = 0;  // 0: not an .npy file we understand; hash it all
+  if (head.size() >= 12 && head.compare(0, 6, "\x93NUMPY") == 0) {
+    const auto byte = [&](size_t i) { return static_cast<size_t>(static_cast<unsigned char>(head[i])); };
+    header_end = head[6] == 1 ? 10 + (byte(8) | byte(9) << 8)
+                              : 12 + (byte(8) | byte(9) << 8 | byte(10) << 16 | byte(11) << 24);
+  }
+  const bool values_matter = header_end == 0 || size < 0 || static_cast<size_t>(size) <= header_end ||
+                             static_cast<size_t>(size) - header_end <= kFoldableDataBytes;
+  if (values_matter) {
+    std::fclose(f);
+    return hash_file(h, path);
+  }
+  std::string header(header_end, '\0');
+  std::fseek(f, 0, SEEK_SET);
+  header.resize(std::fread(header.data(), 1, header.size(), f));
+  std::fclose(f);
+  h->field(header);
+  h->field(std::to_string(size));
+}
+
 // The NT_GNU_BUILD_ID note of the main program, as hex ("" when absent).
 int find_build_id(dl_phdr_info* info, size_t, void* out) {
   auto* id = static_cast<std::string*>(out);
@@ -142,7 +175,7 @@ std::string model_cache_key(const std::string& model_path, const std::string& mo
   h.field("inputs");
   for (const auto& [name, file] : input_files) {
     h.field(name);
-    hash_file(&h, file);
+    hash_input_file(&h, file);
   }
   h.field("model");
   hash_file(&h, model_path);
