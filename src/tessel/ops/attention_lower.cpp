@@ -1,4 +1,4 @@
-// Compiled forms of Attention (its output Y) and RotaryEmbedding.
+// Compiled forms of Attention (every output) and RotaryEmbedding.
 //
 // Attention is one node, lowered as composed reductions per output element
 // y[b, h, i, e]: the row maximum and the row sum of the softmax over the key
@@ -87,46 +87,78 @@ class AttentionLowering {
       ctx.unsupported("softmax_precision");
   }
 
-  Expr output(const Idx& index) {
+  // Y[b, h, i, e] (4-D) or Y[b, i, h * dv + e] (3-D): the probabilities times V.
+  Expr y(const Idx& index) {
     Expr e;
-    r_.b = index[0];
     if (g_.is3d) {
-      r_.i = index[1];
-      r_.h = loop::floordiv(index[2], Expr(g_.dv));
+      set_row(index[0], loop::floordiv(index[2], Expr(g_.dv)), index[1]);
       e = loop::floormod(index[2], Expr(g_.dv));
     } else {
-      r_.h = index[1];
-      r_.i = index[2];
+      set_row(index[0], index[1], index[2]);
       e = index[3];
     }
-    r_.hk = loop::floordiv(r_.h, Expr(g_.hq / g_.hkv));
-    const Expr T = Expr(g_.total());
-    // fp16/bf16 round where the spec's reference does: the logits, each
-    // softmax step in the softmax type, the probabilities to the input type.
-    const auto logit = [&](const Idx& k) { return rs(r(score(r_, k[0]) + bias(r_, k[0]))); };
-    Expr m = ctx_.reduce(ReduceOp::Max, lowest(t_), {T}, logit);
-    m = loop::select(eq(m, lowest(t_)), constant(t_, 0), m);
-    const auto expo = [&](const Idx& k) { return rs(intrinsic("exp", rs(logit(k) - m))); };
-    Expr sum;
-    if (sm_ == DType::BF16)  // the reference rounds the bf16 sum after every addition
-      sum = loop::cast(t_, ctx_.reduce(ReduceOp::Sum, constant(DType::BF16, 0), {T},
-                                       [&](const Idx& k) { return loop::cast(DType::BF16, expo(k)); }));
-    else
-      sum = rs(ctx_.reduce(ReduceOp::Sum, constant(t_, 0), {T}, expo));
-    sum = loop::select(eq(sum, constant(t_, 0)), constant(t_, 1), sum);
-    Expr y = ctx_.reduce(ReduceOp::Sum, constant(t_, 0), {T}, [&](const Idx& k) {
-      const Expr p = round_to(dt_, rs(div(expo(k), sum)));
-      return p * kv_at(ctx_, g_, 2, 5, r_.b, r_.hk, k[0], e, g_.dv);
+    Expr y = ctx_.reduce(ReduceOp::Sum, constant(t_, 0), {Expr(g_.total())}, [&](const Idx& k) {
+      return prob(k[0]) * kv_at(ctx_, g_, 2, 5, r_.b, r_.hk, k[0], e, g_.dv);
     });
-    y = r(y);
-    if (has_bias()) {
-      const Expr bias_max = ctx_.reduce(ReduceOp::Max, lowest(t_), {T}, [&](const Idx& k) { return bias(r_, k[0]); });
-      y = loop::select(eq(bias_max, lowest(t_)), constant(t_, 0), y);
+    return loop::cast(ctx_.out_dtype(0), unless_row_masked(r(y)));
+  }
+
+  // present_key (output 1) / present_value (output 2) [b, hk, j, e]: the
+  // past entries followed by the current K / V, always 4-D.
+  Expr present(size_t output, const Idx& index) {
+    const bool key = output == 1;
+    const Expr v = kv_at(ctx_, g_, key ? 1 : 2, key ? 4 : 5, index[0], index[1], index[2], index[3], key ? g_.d : g_.dv);
+    return loop::cast(ctx_.out_dtype(output), v);
+  }
+
+  // qk_matmul_output [b, h, i, j], chosen by qk_matmul_output_mode as the
+  // reference kernel does: the (softcapped) scores for 0 and 1, the scores
+  // plus the bias for 2, the probabilities for 3.
+  Expr qk(const Idx& index) {
+    set_row(index[0], index[1], index[2]);
+    const Expr j = index[3];
+    const int64_t mode = ctx_.node.attr_int("qk_matmul_output_mode", 0);
+    Expr v;
+    switch (mode) {
+      case 0:
+      case 1: v = score(r_, j); break;
+      case 2: v = score(r_, j) + bias(r_, j); break;
+      case 3: v = unless_row_masked(prob(j)); break;
+      default: ctx_.unsupported(str_cat("qk_matmul_output_mode ", mode));
     }
-    return loop::cast(ctx_.out_dtype(), y);
+    return loop::cast(ctx_.out_dtype(3), v);
   }
 
  private:
+  // The query row the next definitions read; the softmax statistics are
+  // reductions over the keys at this row (hoisted to it by the engine).
+  void set_row(const Expr& b, const Expr& h, const Expr& i) {
+    r_ = {b, h, loop::floordiv(h, Expr(g_.hq / g_.hkv)), i};
+    const Expr T = Expr(g_.total());
+    max_ = ctx_.reduce(ReduceOp::Max, lowest(t_), {T}, [&](const Idx& k) { return logit(k[0]); });
+    max_ = loop::select(eq(max_, lowest(t_)), constant(t_, 0), max_);
+    if (sm_ == DType::BF16)  // the reference rounds the bf16 sum after every addition
+      sum_ = loop::cast(t_, ctx_.reduce(ReduceOp::Sum, constant(DType::BF16, 0), {T},
+                                        [&](const Idx& k) { return loop::cast(DType::BF16, expo(k[0])); }));
+    else
+      sum_ = rs(ctx_.reduce(ReduceOp::Sum, constant(t_, 0), {T}, [&](const Idx& k) { return expo(k[0]); }));
+    sum_ = loop::select(eq(sum_, constant(t_, 0)), constant(t_, 1), sum_);
+  }
+
+  // fp16/bf16 round where the spec's reference does: the logits, each
+  // softmax step in the softmax type, the probabilities to the input type.
+  Expr logit(const Expr& j) { return rs(r(score(r_, j) + bias(r_, j))); }
+  Expr expo(const Expr& j) { return rs(intrinsic("exp", rs(logit(j) - max_))); }
+  Expr prob(const Expr& j) { return round_to(dt_, rs(div(expo(j), sum_))); }
+
+  // x, or 0 where the bias masks the whole row (the reference's rule).
+  Expr unless_row_masked(const Expr& x) {
+    if (!has_bias()) return x;
+    const Expr bias_max =
+        ctx_.reduce(ReduceOp::Max, lowest(t_), {Expr(g_.total())}, [&](const Idx& k) { return bias(r_, k[0]); });
+    return loop::select(eq(bias_max, lowest(t_)), constant(t_, 0), x);
+  }
+
   bool lowp(DType t) const { return t == DType::F16 || t == DType::BF16; }
   // x rounded to type t and back (identity unless t is f16/bf16).
   Expr round_to(DType t, const Expr& x) const { return lowp(t) ? loop::cast(t_, loop::cast(t, x)) : x; }
@@ -200,15 +232,24 @@ class AttentionLowering {
   DType t_;                          // compute type
   DType dt_ = DType::F32, sm_ = DType::F32;  // input and softmax types
   Row r_;
+  Expr max_, sum_;  // softmax statistics of the row r_
   double scale_ = 1, softcap_ = 0;
   bool causal_ = false;
   int64_t left_ = -1, right_ = -1;
 };
 
+// Each used output is a kernel of its own (OpSchema::multi_output_lowering):
+// Y, present_key, present_value, qk_matmul_output.
 Expr lower_attention(LowerContext& ctx, size_t output, const Idx& index) {
-  if (output != 0) ctx.unsupported("outputs other than Y");
   if (!is_float(compute_type(ctx.in_dtype(0)))) ctx.unsupported("non-float input");
-  return AttentionLowering(ctx).output(index);
+  AttentionLowering a(ctx);
+  switch (output) {
+    case 0: return a.y(index);
+    case 1:
+    case 2: return a.present(output, index);
+    case 3: return a.qk(index);
+    default: ctx.unsupported(str_cat("output ", output));
+  }
 }
 
 // ---- RotaryEmbedding ------------------------------------------------------------
@@ -265,6 +306,7 @@ Expr lower_rotary(LowerContext& ctx, size_t, const Idx& index) {
 
 void register_attention_lowerings(OpRegistry& r) {
   r.set_lowering("", "Attention", FusionKind::Reduction, lower_attention);
+  r.set_multi_output_lowering("", "Attention");
   r.set_lowering("", "RotaryEmbedding", FusionKind::Injective, lower_rotary);
 }
 

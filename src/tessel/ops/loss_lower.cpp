@@ -89,6 +89,7 @@ Expr lower_loss(LowerContext& ctx, size_t output, const Idx& index) {
 void register_loss_lowerings(OpRegistry& r) {
   r.set_lowering("", "NegativeLogLikelihoodLoss", FusionKind::Reduction, lower_loss<false>);
   r.set_lowering("", "SoftmaxCrossEntropyLoss", FusionKind::Reduction, lower_loss<true>);
+  r.set_multi_output_lowering("", "SoftmaxCrossEntropyLoss");  // log_prob is output 1
 }
 
 }  // namespace tessel

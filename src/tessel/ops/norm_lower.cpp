@@ -40,34 +40,56 @@ Expr row_count(const Rows& rows, DType t) {
   return loop::cast(t, n);
 }
 
+// A row's statistics in the compute type, each a reduction over the row:
+// the mean (unused by RMSNormalization) and sqrt(variance + epsilon).
+struct RowStats {
+  Expr mean, std;
+};
+
 template <bool Rms>
-Expr lower_rownorm(LowerContext& ctx, size_t, const Idx& index) {
-  const DType t = compute_type(ctx.in_dtype(0));
-  if (!is_float(t)) ctx.unsupported("non-float input");
-  const Rows rows = rows_of(ctx);
+RowStats row_stats(LowerContext& ctx, const Rows& rows, const Idx& index, DType t) {
   const Expr n = row_count(rows, t);
   const Expr eps = constant(t, ctx.node.attr_float("epsilon", 1e-5f));
-  Expr centered = input_as_compute(ctx, 0, index);
+  RowStats s;
   Expr var;
   if (Rms) {
     var = div(row_sum(ctx, rows, index, t, [](const Expr& x) { return x * x; }), n);
   } else {
-    const Expr mean = div(row_sum(ctx, rows, index, t, [](const Expr& x) { return x; }), n);
-    var = div(row_sum(ctx, rows, index, t, [&](const Expr& x) { return (x - mean) * (x - mean); }), n);
-    centered = centered - mean;
+    s.mean = div(row_sum(ctx, rows, index, t, [](const Expr& x) { return x; }), n);
+    var = div(row_sum(ctx, rows, index, t, [&](const Expr& x) { return (x - s.mean) * (x - s.mean); }), n);
   }
-  Expr y = div(centered, intrinsic("sqrt", var + eps)) * input_as_compute(ctx, 1, broadcast_index(ctx, 1, index));
+  s.std = intrinsic("sqrt", var + eps);
+  return s;
+}
+
+// Output 0 is Y; LayerNormalization's outputs 1 and 2 are the Mean and
+// InvStdDev (in stash_type), indexed like X with 1s at the normalised axes,
+// which row_sum does not read.
+template <bool Rms>
+Expr lower_rownorm(LowerContext& ctx, size_t output, const Idx& index) {
+  const DType t = compute_type(ctx.in_dtype(0));
+  if (!is_float(t)) ctx.unsupported("non-float input");
+  const Rows rows = rows_of(ctx);
+  const RowStats st = row_stats<Rms>(ctx, rows, index, t);
+  if (output == 1) return loop::cast(ctx.out_dtype(1), st.mean);
+  if (output == 2) return loop::cast(ctx.out_dtype(2), div(constant(t, 1), st.std));
+  const Expr x = input_as_compute(ctx, 0, index);
+  Expr y = div(Rms ? x : x - st.mean, st.std) * input_as_compute(ctx, 1, broadcast_index(ctx, 1, index));
   if (!Rms && ctx.has_input(2)) y = y + input_as_compute(ctx, 2, broadcast_index(ctx, 2, index));
   return loop::cast(ctx.out_dtype(), y);
 }
 
-// Inference: Dropout is the identity (training_mode absent or constant false).
-Expr lower_dropout(LowerContext& ctx, size_t, const Idx& index) {
+// Dropout without dropping: inference (training_mode absent or a constant
+// false), or a constant ratio of 0. Y is X and the mask (output 1) is all
+// true. Training with a ratio draws random numbers: the interpreter's job.
+Expr lower_dropout(LowerContext& ctx, size_t output, const Idx& index) {
   if (ctx.has_input(2)) {
     const Tensor* training = ctx.input_const(2);
-    if (!training || training->get_i64(0) != 0) ctx.unsupported("training mode");
+    const Tensor* ratio = ctx.has_input(1) ? ctx.input_const(1) : nullptr;
+    const bool drops = !training || (training->get_i64(0) != 0 && !(ratio && ratio->get_f64(0) == 0));
+    if (drops) ctx.unsupported("training mode");
   }
-  return ctx.input(0, index);
+  return output == 1 ? loop::bool_imm(true) : ctx.input(0, index);
 }
 
 // x[n, c, ...] with per-channel operands: scale * (x - mean) / sqrt(var + eps) + bias.
@@ -77,13 +99,6 @@ Expr channel_norm(LowerContext& ctx, const Idx& index, const Expr& mean, const E
   const Expr eps = constant(t, ctx.node.attr_float("epsilon", 1e-5f));
   const Expr k = div(input_as_compute(ctx, 1, {c}), intrinsic("sqrt", var + eps));
   return loop::cast(ctx.out_dtype(), (input_as_compute(ctx, 0, index) - mean) * k + input_as_compute(ctx, 2, {c}));
-}
-
-// Inference mode: the running statistics are inputs.
-Expr lower_batchnorm(LowerContext& ctx, size_t output, const Idx& index) {
-  if (output != 0 || ctx.node.attr_int("training_mode", 0) != 0) ctx.unsupported("training mode");
-  if (!is_float(compute_type(ctx.in_dtype(0)))) ctx.unsupported("non-float input");
-  return channel_norm(ctx, index, input_as_compute(ctx, 3, {index[1]}), input_as_compute(ctx, 4, {index[1]}));
 }
 
 // Statistics over the spatial dims of each (n, c).
@@ -112,6 +127,37 @@ Expr axes_sum(LowerContext& ctx, const std::vector<bool>& red, const Idx& index,
       if (red[d]) at[d] = k[j++];
     return f(input_as_compute(ctx, 0, at));
   });
+}
+
+// Inference mode: the running statistics are inputs. Training mode: Y uses
+// the batch statistics of each channel (over N and the spatial dims), and
+// outputs 1 and 2 are the running mean and variance moved towards them by
+// momentum (population variance, as the reference).
+Expr lower_batchnorm(LowerContext& ctx, size_t output, const Idx& index) {
+  const DType t = compute_type(ctx.in_dtype(0));
+  if (!is_float(t)) ctx.unsupported("non-float input");
+  if (ctx.node.attr_int("training_mode", 0) == 0) {
+    if (output != 0) ctx.unsupported("running statistics outside training mode");
+    return channel_norm(ctx, index, input_as_compute(ctx, 3, {index[1]}), input_as_compute(ctx, 4, {index[1]}));
+  }
+  const Expr c = output == 0 ? index[1] : index[0];
+  Idx at(ctx.in_rank(0), Expr(0));  // a position of channel c; axes_sum replaces the others
+  at[1] = c;
+  std::vector<bool> red(at.size(), true);
+  red[1] = false;
+  Expr count = Expr(1);
+  const Idx shape = ctx.in_shape(0);
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (red[d]) count = count * shape[d];
+  const Expr n = loop::cast(t, count);
+  const Expr mean = div(axes_sum(ctx, red, at, t, [](const Expr& x) { return x; }), n);
+  const Expr var = div(axes_sum(ctx, red, at, t, [&](const Expr& x) { return (x - mean) * (x - mean); }), n);
+  if (output == 0) return channel_norm(ctx, index, mean, var);
+  const Expr momentum = constant(t, ctx.node.attr_float("momentum", 0.9f));
+  const size_t running = output == 1 ? 3 : 4;
+  const Expr batch = output == 1 ? mean : var;
+  const Expr v = input_as_compute(ctx, running, {c}) * momentum + batch * (constant(t, 1) - momentum);
+  return loop::cast(ctx.out_dtype(output), v);
 }
 
 // (x - mean) / (std + 1e-9) over `axes` (the spec's function body).
@@ -156,9 +202,12 @@ Expr lower_lpnorm(LowerContext& ctx, size_t, const Idx& index) {
 
 void register_norm_lowerings(OpRegistry& r) {
   r.set_lowering("", "LayerNormalization", FusionKind::Reduction, lower_rownorm<false>);
+  r.set_multi_output_lowering("", "LayerNormalization");
   r.set_lowering("", "RMSNormalization", FusionKind::Reduction, lower_rownorm<true>);
   r.set_lowering("", "Dropout", FusionKind::Elementwise, lower_dropout);
+  r.set_multi_output_lowering("", "Dropout");
   r.set_lowering("", "BatchNormalization", FusionKind::Elementwise, lower_batchnorm);
+  r.set_multi_output_lowering("", "BatchNormalization");
   r.set_lowering("", "InstanceNormalization", FusionKind::Reduction, lower_instancenorm);
   r.set_lowering("", "MeanVarianceNormalization", FusionKind::Reduction, lower_mvn);
   r.set_lowering("", "LpNormalization", FusionKind::Reduction, lower_lpnorm);

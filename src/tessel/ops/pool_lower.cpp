@@ -1,4 +1,4 @@
-// Compiled forms of the pools: MaxPool (when its Indices output is unused),
+// Compiled forms of the pools: MaxPool (with its Indices),
 // AveragePool, LpPool and the global pools. A window is a reduction over the
 // kernel offsets; taps that fall into the padding read a clamped (in-bounds)
 // element and select the identity instead. AveragePool's divisor is a second
@@ -47,17 +47,42 @@ Expr tap_count(LowerContext& ctx, const SpatialWindow& sw, const Idx& index, DTy
   });
 }
 
+// MaxPool's storage_order 1: the offset with the first spatial dim fastest.
+Expr column_major_offset(const Idx& at, const Idx& dims) {
+  return flatten_index(Idx(at.rbegin(), at.rend()), Idx(dims.rbegin(), dims.rend()));
+}
+
 void require_float(LowerContext& ctx, DType t) {
   if (!is_float(t)) ctx.unsupported(str_cat("dtype ", dtype_name(t)));
 }
 
+// Output 0 is the maximum; output 1 (Indices) the flat input index of the
+// first tap holding it in the window's row-major order (a NaN counts as the
+// maximum; -1 when every tap is padding), as the reference kernel picks it.
 Expr lower_maxpool(LowerContext& ctx, size_t output, const Idx& index) {
-  if (output != 0) ctx.unsupported("the Indices output");
-  if (ctx.node.attr_int("storage_order", 0) != 0 && ctx.node.outputs.size() > 1) ctx.unsupported("storage_order");
   const DType t = compute_type(ctx.in_dtype(0));
   const SpatialWindow sw = forward_window(ctx, nullptr, true, true);
   const Expr m = window_reduce(ctx, sw, index, ReduceOp::Max, lowest(t), [](const Expr& x) { return x; });
-  return loop::cast(ctx.out_dtype(), m);
+  if (output == 0) return loop::cast(ctx.out_dtype(), m);
+  const int64_t order = ctx.node.attr_int("storage_order", 0);
+  if (order != 0 && order != 1) ctx.unsupported(str_cat("storage_order ", order));
+  Idx dims;
+  int64_t plane_size = 1;
+  for (int64_t d : sw.in) {
+    dims.push_back(Expr(d));
+    plane_size *= d;
+  }
+  // Row-major offsets grow along the window's scan, so the first tap holding
+  // the maximum has the smallest one.
+  const Expr none = Expr(plane_size);
+  const Expr first = ctx.reduce(ReduceOp::Min, none, kernel_extents(sw), [&](const Idx& k) {
+    const WindowTap tap = forward_tap(sw, spatial(index), k);
+    const Expr hit = and_(tap.inside, same_or_both_nan(tap_value(ctx, index, tap), m));
+    return loop::select(hit, flatten_index(tap.at, dims), none);
+  });
+  const Expr plane = index[0] * ctx.in_shape(0)[1] + index[1];
+  const Expr local = order == 0 ? first : column_major_offset(unflatten_index(first, dims), dims);
+  return loop::select(eq(first, none), Expr(-1), plane * none + local);
 }
 
 Expr lower_avgpool(LowerContext& ctx, size_t, const Idx& index) {
@@ -134,6 +159,7 @@ Expr lower_global(LowerContext& ctx, size_t, const Idx& index) {
 void register_pool_lowerings(OpRegistry& r) {
   const auto red = [&](const char* name, LowerFn f) { r.set_lowering("", name, FusionKind::Reduction, f); };
   red("MaxPool", lower_maxpool);
+  r.set_multi_output_lowering("", "MaxPool");
   red("AveragePool", lower_avgpool);
   red("LpPool", lower_lppool);
   red("GlobalAveragePool", lower_global<Global::Avg>);

@@ -1,5 +1,5 @@
 // Compiled forms of the reduction family: Reduce*, (Log)Softmax, Hardmax,
-// ArgMax/ArgMin and the cumulative CumSum/CumProd. A
+// ArgMax/ArgMin, TopK and the cumulative CumSum/CumProd. A
 // reduction is a LowerContext::reduce over the reduced axes; the lowering
 // engine hoists it to the loop level of the kept axes, so Softmax computes
 // its row maximum and row sum once per row, not once per element.
@@ -201,6 +201,50 @@ Expr lower_cumulative(LowerContext& ctx, size_t, const Idx& index) {
   return loop::cast(ctx.out_dtype(), r);
 }
 
+// TopK as a selection by rank. The rank of element i along the axis is the
+// number of elements ordered before it (NaN above every number, ties by the
+// lower index, as the reference's sort); output position j takes the element
+// of rank j. That is K * n^2 comparisons per line, so lines past kTopKWork
+// stay on the interpreter's partial sort.
+constexpr int64_t kTopKWork = int64_t{1} << 24;
+
+Expr lower_topk(LowerContext& ctx, size_t output, const Idx& index) {
+  const DType t = compute_type(ctx.in_dtype(0));
+  if (t == DType::Bool) ctx.unsupported("bool input");
+  const size_t axis = static_cast<size_t>(normalize_axis(ctx.node.attr_int("axis", -1), static_cast<int64_t>(ctx.in_rank(0)), ctx.node));
+  const int64_t n = const_in_dims(ctx, 0)[axis];
+  const std::vector<int64_t> k = const_input_ints(ctx, 1, "K");
+  if (k.size() != 1) ctx.unsupported("K must hold one value");
+  if (static_cast<double>(k[0]) * static_cast<double>(n) * static_cast<double>(n) > kTopKWork)
+    ctx.unsupported("K times the squared axis size is past the compiled form's budget");
+  const bool largest = ctx.node.attr_int("largest", 1) != 0;
+  const auto at = [&](const Expr& i) {
+    Idx in = index;
+    in[axis] = i;
+    return input_as_compute(ctx, 0, in);
+  };
+  const auto above = [&](const Expr& a, const Expr& b) {  // a > b, NaN above every number
+    if (!is_float(t)) return gt(a, b);
+    return or_(gt(a, b), and_(is_nan(a), loop::unary(loop::UnaryOp::Not, is_nan(b))));
+  };
+  const auto better = [&](const Expr& a, const Expr& b) { return largest ? above(a, b) : above(b, a); };
+  const auto rank = [&](const Expr& i) {
+    const Expr xi = at(i);
+    return ctx.reduce(ReduceOp::Sum, Expr(0), {Expr(n)}, [&](const Idx& m) {
+      const Expr xm = at(m[0]);
+      const Expr before = or_(better(xm, xi), and_(loop::unary(loop::UnaryOp::Not, better(xi, xm)), lt(m[0], i)));
+      return loop::select(before, Expr(1), Expr(0));
+    });
+  };
+  const Expr chosen = ctx.reduce(ReduceOp::Max, Expr(-1), {Expr(n)}, [&](const Idx& i) {
+    return loop::select(eq(rank(i[0]), index[axis]), i[0], Expr(-1));
+  });
+  if (output == 1) return loop::cast(ctx.out_dtype(1), chosen);
+  Idx in = index;
+  in[axis] = clamp_index(chosen, Expr(0), Expr(n - 1));
+  return ctx.input(0, in);
+}
+
 }  // namespace
 
 void register_reduction_lowerings(OpRegistry& r) {
@@ -222,6 +266,8 @@ void register_reduction_lowerings(OpRegistry& r) {
   red("Hardmax", lower_hardmax);
   red("CumSum", lower_cumulative<ReduceOp::Sum>);
   red("CumProd", lower_cumulative<ReduceOp::Prod>);
+  red("TopK", lower_topk);
+  r.set_multi_output_lowering("", "TopK");
 }
 
 }  // namespace tessel
