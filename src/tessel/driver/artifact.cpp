@@ -1,5 +1,8 @@
 #include "tessel/driver/artifact.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -94,17 +97,33 @@ void check_cpu_features(const ArtifactContents& a, const std::string& host_featu
 
 }  // namespace
 
-std::string read_whole_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary | std::ios::ate);
-  TS_CHECK(f, "cannot open: ", std::strerror(errno));
-  const std::streamoff size = f.tellg();
-  TS_CHECK(size >= 0, "cannot tell the size");
-  std::string bytes(static_cast<size_t>(size), '\0');
-  f.seekg(0);
-  f.read(bytes.data(), size);
-  TS_CHECK(f && f.gcount() == size, "read error");
-  return bytes;
-}
+// A read-only private mapping of a whole file: the weights in an artifact are
+// copied once, from the page cache into the tensors, instead of read() into
+// a buffer first.
+class MappedFile {
+ public:
+  explicit MappedFile(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    TS_CHECK(fd >= 0, "cannot open: ", std::strerror(errno));
+    struct stat st {};
+    const bool ok = ::fstat(fd, &st) == 0;
+    size_ = ok ? static_cast<size_t>(st.st_size) : 0;
+    if (size_ > 0) data_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    const int err = errno;
+    ::close(fd);
+    TS_CHECK(ok && data_ != MAP_FAILED, "cannot read: ", std::strerror(err));
+  }
+  ~MappedFile() {
+    if (data_ && data_ != MAP_FAILED) ::munmap(data_, size_);
+  }
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  std::string_view bytes() const { return {static_cast<const char*>(data_), size_}; }
+
+ private:
+  void* data_ = nullptr;
+  size_t size_ = 0;
+};
 
 bool is_artifact_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -138,7 +157,7 @@ ArtifactContents make_artifact(const Model& m, const CompiledModel& c) {
   return a;
 }
 
-void write_file_atomically(const std::string& path, const std::string& bytes) {
+void write_file_atomically(const std::string& path, std::string_view bytes) {
   namespace fs = std::filesystem;
   const fs::path target(path);
   TS_CHECK(!fs::is_directory(target), "-o ", path, ": is a directory");
@@ -168,9 +187,10 @@ ArtifactContents read_artifact(const std::string& path) {
   std::error_code ec;
   TS_CHECK(fs::exists(path, ec), "no such file");
   TS_CHECK(!fs::is_directory(path, ec), "is a directory, not a model file");
-  auto bytes = std::make_shared<std::string>(read_whole_file(path));
-  ArtifactContents a = decode_artifact(*bytes);
-  a.storage = std::move(bytes);  // a.constants point into it
+  auto file = std::make_shared<MappedFile>(path);
+  ArtifactContents a = decode_artifact(file->bytes());
+  a.encoded = file->bytes();
+  a.storage = std::move(file);  // a.encoded and a.constants point into it
   return a;
 }
 

@@ -12,6 +12,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "tessel/driver/compiler.h"
 #include "tessel/driver/options.h"
@@ -30,9 +31,10 @@ ArtifactContents make_artifact(const Model& m, const CompiledModel& c);
 
 // Writes `bytes` to `path` atomically: a temporary file in the same folder,
 // renamed into place, so that `path` is never a partial file.
-void write_file_atomically(const std::string& path, const std::string& bytes);
+void write_file_atomically(const std::string& path, std::string_view bytes);
 
-// Reads and decodes an artifact file (tessel::Error on any damage).
+// Maps and decodes an artifact file (tessel::Error on any damage). The
+// result owns the mapping (`storage`); constants are views into it.
 ArtifactContents read_artifact(const std::string& path);
 
 // The model an artifact holds (no kernel code is touched).

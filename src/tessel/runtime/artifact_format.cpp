@@ -143,7 +143,7 @@ std::string encode_artifact(const ArtifactContents& a) {
 
 uint64_t artifact_checksum(const char* payload, size_t n) { return fast_hash64(payload, n); }
 
-ArtifactContents decode_artifact(const std::string& bytes) {
+ArtifactContents decode_artifact(std::string_view bytes) {
   TS_CHECK(bytes.size() >= 8 && std::memcmp(bytes.data(), kArtifactMagic, 7) == 0, "not a tessel artifact");
   TS_CHECK(bytes[7] == kArtifactMagic[7], "artifact format '", bytes.substr(0, 8),
            "' is not the one this tessel reads (", kArtifactMagic, ")");

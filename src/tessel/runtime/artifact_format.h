@@ -62,14 +62,17 @@ struct ArtifactContents {
   // the encoded bytes (decode_artifact's argument, or `storage`) or, when
   // encoding, into the model's tensors: no copy of the weights is made.
   std::vector<std::string_view> constants;
-  std::shared_ptr<const std::string> storage;  // what `constants` point into, when owned
+  // When owned (read_artifact): the encoded file (a read-only mapping) that
+  // `encoded` and `constants` point into.
+  std::shared_ptr<const void> storage;
+  std::string_view encoded;
 };
 
 std::string encode_artifact(const ArtifactContents& a);
 // Throws tessel::Error: "not a tessel artifact", "artifact format version N
 // (this tessel reads 2)", "truncated artifact", "corrupt artifact ...".
 // The result's `constants` point into `bytes`, which must outlive them.
-ArtifactContents decode_artifact(const std::string& bytes);
+ArtifactContents decode_artifact(std::string_view bytes);
 
 // The header's checksum of a payload (exposed for tests that reseal damage).
 uint64_t artifact_checksum(const char* payload, size_t n);

@@ -70,9 +70,9 @@ int cmd_compile(const CompileArgs& a, const CommonArgs& c) {
   if (std::optional<std::string> hit = model_cache_lookup(key)) {
     try {
       const ArtifactContents cached = read_artifact(*hit);  // checks it whole
-      write_file_atomically(a.output, *cached.storage);
+      write_file_atomically(a.output, cached.encoded);
       Summary s = summarize(cached);
-      s.bytes = cached.storage->size();
+      s.bytes = cached.encoded.size();
       s.model_cache_hit = true;
       s.compile_s = seconds();
       return report(a, c, s);
