@@ -6,6 +6,8 @@
 // miss.
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -229,6 +231,32 @@ TEST(ModelCache, KeyCoversModelBytesDimsModeAndInputs) {
   ASSERT_TRUE(model_cache_lookup(k));
   model_cache_reject(k, "test");
   EXPECT_FALSE(model_cache_lookup(k));
+  std::filesystem::remove_all(dir);
+}
+
+// The model cache stays under its byte budget, dropping the least recently
+// used entries first (a lookup counts as a use).
+TEST(ModelCache, EvictsLeastRecentlyUsedEntriesBeyondTheBudget) {
+  const auto dir = temp_dir("evict");
+  ScopedCacheDir env((dir / "cache").string());
+  ::setenv("TESSEL_MODEL_CACHE_MAX_BYTES", "250", 1);
+  const std::string entry(100, 'x');
+  model_cache_store("aaaa", entry);
+  model_cache_store("bbbb", entry);
+  // Make the order of use unambiguous whatever the file-time resolution.
+  const auto t0 = std::filesystem::file_time_type::clock::now();
+  std::filesystem::last_write_time(*model_cache_lookup("aaaa"), t0 - std::chrono::hours(2));
+  std::filesystem::last_write_time(*model_cache_lookup("bbbb"), t0 - std::chrono::hours(3));
+  ASSERT_TRUE(model_cache_lookup("aaaa"));  // used now: bbbb is the least recent
+  model_cache_store("cccc", entry);
+  EXPECT_TRUE(model_cache_lookup("aaaa"));
+  EXPECT_FALSE(model_cache_lookup("bbbb"));
+  EXPECT_TRUE(model_cache_lookup("cccc"));
+  model_cache_store("dddd", std::string(300, 'y'));  // larger than the budget: not stored
+  EXPECT_FALSE(model_cache_lookup("dddd"));
+  EXPECT_TRUE(model_cache_lookup("cccc"));
+  ::unsetenv("TESSEL_MODEL_CACHE_MAX_BYTES");
+  EXPECT_EQ(model_cache_budget_bytes(), uint64_t{8} << 30);
   std::filesystem::remove_all(dir);
 }
 

@@ -183,16 +183,62 @@ std::string model_cache_key(const std::string& model_path, const std::string& mo
 #endif
 }
 
+uint64_t model_cache_budget_bytes() {
+  if (const char* v = std::getenv("TESSEL_MODEL_CACHE_MAX_BYTES"); v && *v) {
+    char* end = nullptr;
+    const unsigned long long n = std::strtoull(v, &end, 10);
+    if (end && *end == '\0') return n;
+    warn(str_cat("TESSEL_MODEL_CACHE_MAX_BYTES='", v, "' is not a byte count; using 8 GiB"));
+  }
+  return uint64_t{8} << 30;
+}
+
 std::optional<std::string> model_cache_lookup(const std::string& key) {
   if (key.empty()) return std::nullopt;
   const std::string path = cache_file(key);
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) return std::nullopt;
+  fs::last_write_time(path, fs::file_time_type::clock::now(), ec);  // recently used
   return path;
 }
 
+namespace {
+
+// Removes the least recently used entries of `folder` (except `keep`) until
+// the .tsx files there fit `budget`. Entries another process removes first
+// are skipped: errors only mean less was freed.
+void evict(const fs::path& folder, const fs::path& keep, uint64_t budget) {
+  struct Entry {
+    fs::file_time_type used;
+    uint64_t bytes;
+    fs::path path;
+  };
+  std::vector<Entry> entries;
+  uint64_t total = 0;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(folder, ec)) {
+    if (e.path().extension() != ".tsx") continue;
+    std::error_code ec2;
+    const uint64_t bytes = e.file_size(ec2);
+    const fs::file_time_type used = e.last_write_time(ec2);
+    if (ec2) continue;
+    total += bytes;
+    if (e.path() != keep) entries.push_back({used, bytes, e.path()});
+  }
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.used < b.used; });
+  for (const Entry& e : entries) {
+    if (total <= budget) break;
+    std::error_code ec2;
+    if (fs::remove(e.path, ec2)) total -= e.bytes;
+  }
+}
+
+}  // namespace
+
 void model_cache_store(const std::string& key, const std::string& artifact_bytes) {
   if (key.empty()) return;
+  const uint64_t budget = model_cache_budget_bytes();
+  if (artifact_bytes.size() > budget) return;  // would evict everything and itself
   const fs::path folder = fs::path(cache_file(key)).parent_path();
   std::error_code ec;
   fs::create_directories(folder, ec);
@@ -201,7 +247,9 @@ void model_cache_store(const std::string& key, const std::string& artifact_bytes
     write_file_atomically(cache_file(key), artifact_bytes);
   } catch (const Error& e) {
     warn(e.what());
+    return;
   }
+  evict(folder, cache_file(key), budget);
 }
 
 void model_cache_reject(const std::string& key, const std::string& why) {

@@ -20,6 +20,7 @@
 // models; hashing the file takes about 0.1 s per 500 MB.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -38,7 +39,14 @@ std::optional<std::string> model_cache_lookup(const std::string& key);
 
 // Stores an artifact under the key (atomically: a temporary file renamed into
 // place). Failing to write is a warning on stderr: the cache is optional.
+// Entries are the size of the model's weights, so the folder is kept under
+// model_cache_budget_bytes(): the least recently used entries (by mtime;
+// a lookup hit refreshes it) are removed after each store, and an artifact
+// larger than the whole budget is not stored.
 void model_cache_store(const std::string& key, const std::string& artifact_bytes);
+
+// $TESSEL_MODEL_CACHE_MAX_BYTES, else 8 GiB.
+uint64_t model_cache_budget_bytes();
 
 // A cache file that did not load: warns and removes it.
 void model_cache_reject(const std::string& key, const std::string& why);
