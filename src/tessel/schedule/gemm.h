@@ -3,7 +3,8 @@
 // matrix multiplication").
 //
 //   [parallel] for mb in M blocks of MC rows          scratch allocated here (per thread)
-//     for jc in N blocks of NC columns                (or both in one parallel loop over tiles)
+//     for jc in N blocks of NC columns                (or both in one parallel loop over tiles;
+//                                                      a batch of products adds an outer factor)
 //       for pc in K blocks of KC                      (at least one block, so K = 0 works)
 //         pack B[pc block, jc block] into NR-wide panels Bp[NC/NR][KC][NR] (zero past N)
 //         pack A[mb block, pc block] into MR-tall panels Ap[MC/MR][KC][MR] (zero past M;
@@ -33,6 +34,12 @@
 //     packed once per M block: that is why MC is as large as L2 allows and
 //     why, for a small M, the parallel loop can run over (M block, N block)
 //     tiles instead (parallel_over_n_blocks), each packing only its N block.
+//     Tiles pack no more than M blocks do (A is repacked per N block either
+//     way), so the lowering always uses them. A batch of products (attention
+//     heads) shares the one parallel loop: units are (product, tile) pairs.
+//   - B stored [N, K] (transposed weights, attention's K) is packed by the
+//     same k-row loop, as a gather: measured on AVX2 faster than a scalar
+//     copy along the contiguous k (see pack_b).
 //   - Every output element is one chain of fmas over k ascending, from 0,
 //     whatever the blocking (a partial sum kept in Cp between K blocks is
 //     the f32 register value, stored exactly), so results are bitwise the
