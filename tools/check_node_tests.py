@@ -43,6 +43,8 @@ def parse_args():
     p.add_argument("--target", default="reference")
     p.add_argument("--update", action="store_true", help="rewrite the expected-failures list from this run")
     p.add_argument("--min-pass-rate", type=float, default=90.0)
+    p.add_argument("--min-compiled-rate", type=float, default=0.0,
+                   help="percent of all cases that must run with no node on the interpreter (target cpu)")
     p.add_argument("--timeout", type=float, default=3600, help="seconds for one tessel process")
     p.add_argument("--json-out", help="also write the per-case results here")
     p.add_argument("-v", "--verbose", action="store_true", help="print every failing case's message")
@@ -141,6 +143,13 @@ def main():
     unexpected = [n for n in failing if n not in expected_set]
     now_passing = [n for n in expected if n in results and results[n].get("status") == "pass"]
     print(f"node tests: {passed}/{len(names)} passed ({rate:.1f}%) in {elapsed:.0f} s, target {args.target}")
+    compiled = [n for n in names if n in results and results[n].get("status") != "crash"
+                and not results[n].get("interpreter_nodes")]
+    compiled_rate = 100.0 * len(compiled) / len(names)
+    if args.target != "reference":
+        n_ok = sum(results[n].get("status") == "pass" for n in compiled)
+        print(f"node tests: {len(compiled)}/{len(names)} ({compiled_rate:.1f}%) ran with no interpreter node, "
+              f"{n_ok} of them pass")
 
     if args.update:
         os.makedirs(os.path.dirname(args.expected), exist_ok=True)
@@ -174,6 +183,9 @@ def main():
     if rate < args.min_pass_rate:
         ok = False
         print(f"FAIL: pass rate {rate:.1f}% is below {args.min_pass_rate}%")
+    if compiled_rate < args.min_compiled_rate:
+        ok = False
+        print(f"FAIL: {compiled_rate:.1f}% of the cases ran with no interpreter node, below {args.min_compiled_rate}%")
     if args.verbose:
         for n in failing:
             r = results.get(n, {})
