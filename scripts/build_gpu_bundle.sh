@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Builds tessel for the GPU machine (docs/codegen_cuda.md) in build-gpu/:
+# without the LLVM CPU code generator (the reference target stays), with
+# protobuf, libstdc++ and libgcc linked statically, then copies the stripped
+# `tessel` and `tessel_gpu_tests` into gpu-bundle/ (git-ignored), which a
+# device run carries. Fails when a binary needs a shared library beyond the C
+# library (that machine has none of our Debian libraries) or when the bundle
+# is over 40 MiB.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$here"
+build="${TESSEL_GPU_BUILD_DIR:-build-gpu}"
+bundle=gpu-bundle
+limit=$((40 * 1024 * 1024))
+
+launcher=()
+if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
+if [ ! -f "$build/build.ninja" ]; then
+  cmake -G Ninja -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DTESSEL_WITH_LLVM=OFF -DTESSEL_PORTABLE=ON \
+    "${launcher[@]}" >/dev/null
+fi
+cmake --build "$build" --target tessel tessel_gpu_tests -- -j"${JOBS:-$(nproc)}"
+
+rm -rf "$bundle"
+mkdir -p "$bundle"
+for b in tessel tessel_gpu_tests; do
+  strip -o "$bundle/$b" "$build/bin/$b"
+done
+
+# Only the C library, the math library and the loader may stay shared
+# (libdl/libpthread/librt are part of glibc since 2.34, and present before).
+status=0
+for f in "$bundle"/*; do
+  extra=$(ldd "$f" | grep -vE 'linux-vdso|ld-linux|/libc\.so|/libm\.so|/libdl\.so|/libpthread\.so|/librt\.so' || true)
+  if [ -n "$extra" ]; then
+    echo "error: $f needs shared libraries the GPU machine may not have:" >&2
+    echo "$extra" >&2
+    status=1
+  fi
+done
+
+size=$(du -cb "$bundle"/* | tail -1 | cut -f1)
+ls -l "$bundle"
+echo "gpu-bundle: $((size / 1024)) KiB in all (limit $((limit / 1024)) KiB)"
+if [ "$size" -gt "$limit" ]; then
+  echo "error: gpu-bundle is larger than 40 MiB" >&2
+  status=1
+fi
+exit $status
