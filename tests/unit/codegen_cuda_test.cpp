@@ -135,6 +135,16 @@ TEST(CudaSource, RejectsWhatItCannotRun) {
                   "launch extents may use only the kernel's syms");
 }
 
+// Found on the H200: the evaluator rounds an immediate to its type before use.
+TEST(CudaSource, ImmediatesAreRoundedToTheirType) {
+  const loop::Kernel k = loop::parse_kernel(
+      "kernel imm(out %o: bf16[1], out %h: f16[1]) {\n  gpu.thread.x for i in [0, 1) {\n"
+      "    o[i] = 1e+19bf16\n    h[i] = 0.1f16\n  }\n}\n");
+  const std::string code = emit_cuda_source({k}).code;
+  EXPECT_NE(code.find("ts_f2bf(0x1.16p+63f)"), std::string::npos) << code;   // bf16(1e19) = 0x5f0b
+  EXPECT_NE(code.find("ts_f2h(0x1.998p-4f)"), std::string::npos) << code;    // f16(0.1) = 0x2e66
+}
+
 TEST(CudaSource, SymbolsKeepDistinctNamesDistinct) {
   EXPECT_EQ(kernel_symbol("fused.add_1"), "tessel_fused_x2eadd__1");
   EXPECT_NE(kernel_symbol("a.b"), kernel_symbol("a_b"));

@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "tessel/codegen/cuda/emitter.h"
+#include "tessel/loop/scalar.h"
 #include "tessel/support/error.h"
 
 namespace tessel::cuda::detail {
@@ -77,11 +78,14 @@ std::string ExprEmitter::emit(const Expr& e) {
 std::string ExprEmitter::immediate(const ExprNode& n) {
   const DType t = n.dtype;
   if (n.kind == ExprKind::FloatImm) {
+    // An immediate may hold a value its type cannot (1e19bf16): the
+    // evaluator rounds it to the type first, and so must the source.
+    const double v = loop::Scalar::of_float(t, n.float_value).f;
     if (t == DType::F64) {
-      if (std::isfinite(n.float_value)) return hex_float(n.float_value, "");
-      return str_cat("__longlong_as_double(0x", std::hex, std::bit_cast<uint64_t>(n.float_value), "ll)");
+      if (std::isfinite(v)) return hex_float(v, "");
+      return str_cat("__longlong_as_double(0x", std::hex, std::bit_cast<uint64_t>(v), "ll)");
     }
-    const float f = static_cast<float>(n.float_value);  // f16/bf16 values are exact floats
+    const float f = static_cast<float>(v);  // f16/bf16 values are exact floats
     if (std::isfinite(f)) return hex_float(f, "f");
     return str_cat("__uint_as_float(0x", std::hex, std::bit_cast<uint32_t>(f), "u)");
   }

@@ -103,12 +103,20 @@ TS_D unsigned long long ts_d2u(double v) {
 }
 
 // f16 values live in float registers; memory holds the 16-bit pattern.
+// NaNs keep their sign and top payload bits, quieted, as the host's (x86)
+// conversions do; the cvt instructions would give the canonical NaN.
 TS_D unsigned short ts_f2h(float f) {
+  if (f != f) {
+    const unsigned u = __float_as_uint(f);
+    return (unsigned short)(((u >> 16) & 0x8000u) | 0x7e00u | ((u >> 13) & 0x3ffu));
+  }
   unsigned short h;
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
   return h;
 }
 TS_D float ts_h2f(unsigned short h) {
+  if ((h & 0x7c00u) == 0x7c00u && (h & 0x3ffu) != 0)
+    return __uint_as_float(((unsigned)(h & 0x8000u) << 16) | 0x7fc00000u | ((unsigned)(h & 0x3ffu) << 13));
   float f;
   asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
   return f;
