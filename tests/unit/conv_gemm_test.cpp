@@ -136,6 +136,20 @@ TEST(ConvGemm, TransposeAfterConvIsItsOwnKernel) {
                    1, 2);
 }
 
+// A roll of the conv's output (Concat of two Slices) reads it at two
+// places, which one GEMM epilogue cannot give: the conv is stored first.
+TEST(ConvGemm, RollAfterConvReadsTheStoredOutput) {
+  expect_conv_gemm({{1, 3, 5, 6}, {4, 3, 3, 3}, {{"pads", ints({1, 1, 1, 1})}}, false,
+                    [](GraphBuilder& b, Value* y) {
+                      const auto slice = [&](int64_t from, int64_t to) {
+                        return b.op("Slice", {y, b.constant(Tensor::from_i64({from})),
+                                              b.constant(Tensor::from_i64({to})), b.constant(Tensor::from_i64({3}))});
+                      };
+                      return b.op("Concat", {slice(2, 6), slice(0, 2)}, {{"axis", Attribute::of_int(3)}});
+                    }},
+                   1, 2);
+}
+
 // The packing of a 1x1 stride-1 conv reads B[c, p] = X[n, c, p] directly:
 // no division or remainder per element.
 TEST(ConvGemm, PointwisePackingHasNoIndexArithmetic) {

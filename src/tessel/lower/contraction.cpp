@@ -60,14 +60,18 @@ Expr GroupLowerer::contraction_reduce(ReduceOp op, const Expr& init, const Idx& 
   gemm_.k = loop::var("gk");
   const Expr v = body({gemm_.k});
   if (v->kind != loop::ExprKind::Binary || v->binary != loop::BinaryOp::Mul) throw NotGemm{};
-  // The root reads the product at two different places (a roll: Concat of
-  // two Slices of it): one GEMM cannot give both, since the epilogue sees
-  // one accumulator per output element.
-  if (gemm_.a.defined() && (!loop::equal(gemm_.a, v->args[0]) || !loop::equal(gemm_.b, v->args[1]))) throw NotGemm{};
-  gemm_.a = v->args[0];
-  gemm_.b = v->args[1];
+  capture_product(v->args[0], v->args[1]);
   gemm_.acc = extents[0];  // the K extent, kept until the probe ends
   return loop::var("gacc", DType::F32);
+}
+
+void GroupLowerer::capture_product(const Expr& a, const Expr& b) {
+  // The root reads the contraction at two different places (a roll: Concat
+  // of two Slices of it): one GEMM cannot give both, since the epilogue sees
+  // one accumulator per output element.
+  if (gemm_.a.defined() && (!loop::equal(gemm_.a, a) || !loop::equal(gemm_.b, b))) throw NotGemm{};
+  gemm_.a = a;
+  gemm_.b = b;
 }
 
 // A float MatMul or Gemm: what the packed GEMM can take.

@@ -150,8 +150,7 @@ Expr GroupLowerer::conv_reduce(ReduceOp op, const Expr& init, const Idx& extents
     v = v->args[1];
   }
   if (!is_binary(v, BinaryOp::Mul)) throw NotGemm{};
-  gemm_.a = v->args[0];
-  gemm_.b = v->args[1];
+  capture_product(v->args[0], v->args[1]);
   return loop::var("gacc", DType::F32);
 }
 

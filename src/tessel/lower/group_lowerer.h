@@ -84,6 +84,10 @@ class GroupLowerer {
   Expr contraction_reduce(ReduceOp op, const Expr& init, const Idx& extents,
                           const std::function<Expr(const Idx&)>& body);
   std::optional<LoweredGroup> lower_contraction(const Node& c);
+  // Records the product a * b the probe found inside the contraction's sum
+  // (both reduce functions above); throws NotGemm when the root reads the
+  // contraction again at another place.
+  void capture_product(const Expr& a, const Expr& b);
   // Convolutions (conv_gemm.cpp): group 1 as an implicit GEMM per image.
   // conv_reduce is contraction_reduce for them: it captures the sum over
   // (channels, kernel offsets) and the padding condition of its body.
