@@ -95,3 +95,68 @@ TEST(PassPipeline, DimsMakeEveryShapeStatic) {
 
 }  // namespace
 }  // namespace tessel
+
+namespace tessel {
+namespace {
+
+// Each Pad's pads come from the previous Pad's output shape (Swin pads every
+// block to a multiple of its window this way): folding the first pads
+// sharpens the next shape, which lets the next pads fold, and so on. The
+// pipeline repeats folding and inference until all three shapes are static.
+// (The pads pass through Reshape/Transpose, as torch's F.pad exports them,
+// which shape inference does not track as symbolic values: only folding
+// makes them constants.)
+const char* kChainedPads = R"(tessel.model opset(ai.onnx=17) {
+graph @main(%x: f32[batch,6]) -> (%y: f32[unk__0,unk__1]) {
+  %one = const i64[] dense<[1]>
+  %four = const i64[] dense<[4]>
+  %zeros = const i64[3] dense<[0, 0, 0]>
+  %ax = const i64[1] dense<[0]>
+  %sq = const i64[2] dense<[2, 2]>
+  %flat = const i64[1] dense<[4]>
+  %s1 = Shape(%x) : ?
+  %w1 = Gather(%s1, %one) {axis = 0} : ?
+  %m1 = Mod(%w1, %four) : ?
+  %u1 = Unsqueeze(%m1, %ax) : ?
+  %c1 = Concat(%zeros, %u1) {axis = 0} : ?
+  %q1 = Reshape(%c1, %sq) : ?
+  %t1 = Transpose(%q1) {perm = [1, 0]} : ?
+  %p1 = Reshape(%t1, %flat) : ?
+  %a = Pad(%x, %p1) : ?
+  %s2 = Shape(%a) : ?
+  %w2 = Gather(%s2, %one) {axis = 0} : ?
+  %m2 = Mod(%w2, %four) : ?
+  %u2 = Unsqueeze(%m2, %ax) : ?
+  %c2 = Concat(%zeros, %u2) {axis = 0} : ?
+  %q2 = Reshape(%c2, %sq) : ?
+  %t2 = Transpose(%q2) {perm = [1, 0]} : ?
+  %p2 = Reshape(%t2, %flat) : ?
+  %b = Pad(%a, %p2) : ?
+  %s3 = Shape(%b) : ?
+  %w3 = Gather(%s3, %one) {axis = 0} : ?
+  %m3 = Mod(%w3, %four) : ?
+  %u3 = Unsqueeze(%m3, %ax) : ?
+  %c3 = Concat(%zeros, %u3) {axis = 0} : ?
+  %q3 = Reshape(%c3, %sq) : ?
+  %t3 = Transpose(%q3) {perm = [1, 0]} : ?
+  %p3 = Reshape(%t3, %flat) : ?
+  %y = Pad(%b, %p3) : ?
+  return %y
+}
+}
+)";
+
+TEST(PassPipeline, FoldingAndInferenceRepeatUntilShapesAreStatic) {
+  TS_REQUIRE_OPS("Shape", "Gather", "Mod", "Unsqueeze", "Concat", "Reshape", "Transpose", "Pad");
+  auto m = parse_model(kChainedPads);
+  run_pipeline(*m, PassOptions{});
+  // 6 -> 6 + 6 mod 4 = 8 -> 8 + 0 = 8 -> 8.
+  const Value* y = m->graph->outputs.at(0);
+  ASSERT_TRUE(y->type.has_shape());
+  EXPECT_EQ(print_type(y->type), "f32[batch,8]");
+  EXPECT_EQ(count_ops(*m->graph, "Pad"), 3u);
+  EXPECT_EQ(count_ops(*m->graph, "Shape"), 0u);
+}
+
+}  // namespace
+}  // namespace tessel
