@@ -170,6 +170,15 @@ class CliTest(unittest.TestCase):
         self.assertEqual(doc["outputs"][0]["shape"], [2, 3])
         self.assertEqual(doc["target"], "cpu")
         self.assertIn("time_ms", doc)
+        self.assertEqual(doc["interpreter_ops"], [])  # Add and Identity have compiled forms
+
+    def test_run_json_lists_interpreter_ops(self):
+        # NonZero's output size depends on the data: it runs on the interpreter.
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+        y = helper.make_tensor_value_info("y", TensorProto.INT64, [2, "n"])
+        p = self.save_model(make_model([helper.make_node("NonZero", ["x"], ["y"])], [x], [y]))
+        _, out, _ = self.tessel("run", p, "--json", expect=0)
+        self.assertEqual(json.loads(out)["interpreter_ops"], ["NonZero"])
 
     def test_run_summary(self):
         p = self.save_model(add_model())
@@ -410,6 +419,19 @@ class CliTest(unittest.TestCase):
         self.assertLessEqual(doc["median_ms"], doc["p90_ms"])
         _, out, _ = self.tessel("bench", p, "--iters", 3, "--target", "reference", expect=0)
         self.assertIn("median", out)
+        # --profile: the slowest steps, each with its median and share of the run.
+        _, out, _ = self.tessel("bench", p, "--iters", 3, "--dim", "batch=4", "--profile", 5, "--json", expect=0)
+        rows = json.loads(out)["profile"]
+        self.assertGreaterEqual(len(rows), 1)
+        self.assertLessEqual(len(rows), 5)
+        for r in rows:
+            self.assertIn("what", r)
+            self.assertGreaterEqual(r["median_ms"], 0)
+        self.assertEqual([r["median_ms"] for r in rows], sorted((r["median_ms"] for r in rows), reverse=True))
+        self.assertLessEqual(sum(r["share"] for r in rows), 1.0 + 1e-9)
+        code, _, err = self.tessel("bench", p, "--iters", 3, "--profile", 5, "--target", "reference")
+        self.assertEqual(code, 1)
+        self.assertIn("--profile", self.assert_one_error_line(err))
         code, _, err = self.tessel("bench", p, "--iters", 0)
         self.assertEqual(code, 1)
         self.assert_one_error_line(err, p)

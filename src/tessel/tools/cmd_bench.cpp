@@ -68,12 +68,13 @@ int cmd_bench(const BenchArgs& a, const CommonArgs& c) {
   check_options_supported(o);
   TS_CHECK(a.iters >= 1, "--iters must be at least 1, got ", a.iters);
   TS_CHECK(a.warmup >= 0, "--warmup must be >= 0, got ", a.warmup);
+  // Checked before the model loads: bad options fail at once, with nothing else printed.
+  TS_CHECK(a.profile >= 0, "--profile must be >= 0, got ", a.profile);
+  TS_CHECK(a.profile == 0 || o.target == Target::Cpu, "--profile needs the compiled target (--target cpu)");
   const PreparedModel p = prepare_model(a.model, a.inputs, o);
   for (int i = 0; i < a.warmup; ++i) p.run();
   using Clock = std::chrono::steady_clock;
   std::vector<double> ms;
-  TS_CHECK(a.profile >= 0, "--profile must be >= 0, got ", a.profile);
-  TS_CHECK(a.profile == 0 || p.exe, "--profile needs a compiled target (--target cpu)");
   std::vector<RunProfile> profiles(a.profile > 0 ? a.iters : 0);
   for (int i = 0; i < a.iters; ++i) {
     const auto t0 = Clock::now();
