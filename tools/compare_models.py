@@ -4,6 +4,7 @@
 
     compare_models.py [--tessel BIN] [--out build/models] [--target reference]
                       [--seq 128] [--models resnet18.ts17,gpt2.ts17,...]
+    compare_models.py --cuda-compile-only sm_90a [--require-compiled] ...
 
 For each model: materialize it into OUT (cached), write random inputs as .npy
 (batch 1 or --batch; token ids below the vocabulary size, attention masks of ones,
@@ -17,6 +18,10 @@ and ONNX Runtime on the same inputs, and check every output elementwise:
 
 Prints per model the max error, the allowed error at that element and both
 run times. Exit status 0 when every model matches.
+
+With --cuda-compile-only ARCH nothing runs: every model's GPU kernels are
+compiled with NVRTC at the inputs' shapes (`tessel compile --target cuda`),
+which needs no GPU (CI does this).
 """
 import argparse
 import glob
@@ -54,6 +59,9 @@ def parse_args():
     p.add_argument("--rtol", type=float, default=1e-3)
     p.add_argument("--atol-rel", type=float, default=1e-3, help="absolute tolerance as a fraction of max|ref|")
     p.add_argument("--json-out", help="write the per-model results here")
+    p.add_argument("--cuda-compile-only", metavar="ARCH",
+                   help="instead of running: compile every model's GPU kernels with NVRTC for ARCH (e.g. sm_90a) "
+                        "at the inputs' shapes (tessel compile --target cuda; no GPU needed)")
     p.add_argument("--materialize-only", action="store_true",
                    help="only materialize the models into OUT (tests that read them use this as a fixture)")
     return p.parse_args()
@@ -145,6 +153,52 @@ def compare(name, tessel_out, ort_out, rtol, atol_rel):
     return ok, msg, stats
 
 
+def symbol_bindings(model_path, feeds):
+    """--dim SYMBOL=N for the symbolic input dims, from the inputs' shapes."""
+    import onnx
+
+    m = onnx.load(model_path, load_external_data=False)
+    dims = {}
+    for vi in m.graph.input:
+        if vi.name in feeds:
+            for d, n in zip(vi.type.tensor_type.shape.dim, feeds[vi.name].shape):
+                if d.HasField("dim_param") and d.dim_param:
+                    dims[d.dim_param] = int(n)
+    return dims
+
+
+def run_tessel(args, cmd, res):
+    """Runs a tessel --json command; its JSON output, or None with res["message"] saying why."""
+    t0 = time.time()
+    try:
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=args.timeout)
+    except subprocess.TimeoutExpired:
+        res["message"] = f"tessel {cmd[1]} timed out after {args.timeout:.0f} s"
+        return None
+    res["tessel_wall_s"] = round(time.time() - t0, 2)
+    if p.returncode != 0:
+        err = [l for l in p.stderr.decode(errors="replace").splitlines() if l.startswith("error:")]
+        res["message"] = (err[-1] if err else p.stderr.decode(errors="replace")[-500:]) + f" (exit {p.returncode})"
+        return None
+    return json.loads(p.stdout)
+
+
+def compile_cuda_kernels(args, res, model_path, feeds, work):
+    """`tessel compile --target cuda` at the inputs' shapes: every kernel through NVRTC."""
+    os.makedirs(work, exist_ok=True)
+    cmd = [args.tessel, "compile", model_path, "--target", "cuda", "--cuda-arch", args.cuda_compile_only,
+           "-o", os.path.join(work, "kernels.cubin"), "--json"]
+    for sym, n in symbol_bindings(model_path, feeds).items():
+        cmd += ["--dim", f"{sym}={n}"]
+    doc = run_tessel(args, cmd, res)
+    if doc is None:
+        return res
+    res.update({k: doc[k] for k in ("kernels", "distinct_kernels", "interpreter_nodes", "bytes", "cache_hit")})
+    res["ok"] = not (args.require_compiled and doc["interpreter_nodes"])
+    res["message"] = "" if res["ok"] else f"{doc['interpreter_nodes']} nodes have no GPU kernel"
+    return res
+
+
 def check_model(args, skel):
     import numpy as np
 
@@ -158,6 +212,8 @@ def check_model(args, skel):
         res["message"] = f"materialize.py failed: {e}"
         return res
     feeds = make_inputs(model_path, stem, args.seq, args.batch)
+    if args.cuda_compile_only:
+        return compile_cuda_kernels(args, res, model_path, feeds, os.path.join(args.out, stem + ".cuda"))
     work = os.path.join(args.out, stem + ".run")
     in_dir = os.path.join(work, "inputs")
     out_dir = os.path.join(work, "outputs")
@@ -171,18 +227,9 @@ def check_model(args, skel):
         cmd += ["--input", f"{name}={path}"]
     res["inputs"] = {k: list(v.shape) for k, v in feeds.items()}
 
-    t0 = time.time()
-    try:
-        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=args.timeout)
-    except subprocess.TimeoutExpired:
-        res["message"] = f"tessel run timed out after {args.timeout:.0f} s"
+    doc = run_tessel(args, cmd, res)
+    if doc is None:
         return res
-    res["tessel_wall_s"] = round(time.time() - t0, 2)
-    if p.returncode != 0:
-        err = [l for l in p.stderr.decode(errors="replace").splitlines() if l.startswith("error:")]
-        res["message"] = (err[-1] if err else p.stderr.decode(errors="replace")[-500:]) + f" (exit {p.returncode})"
-        return res
-    doc = json.loads(p.stdout)
     res["tessel_ms"] = round(doc.get("time_ms", 0), 1)
     res["interpreter_ops"] = doc.get("interpreter_ops", [])
 
@@ -231,20 +278,30 @@ def main():
             secs = materialize(s, os.path.join(args.out, stem + ".onnx"), args.models_dir)
             print(f"materialized {stem} ({secs:.1f} s)", flush=True)
         return 0
-    print(f"comparing {len(skels)} models with ONNX Runtime (target {args.target}, batch {args.batch}, seq {args.seq})", flush=True)
+    if args.cuda_compile_only:
+        print(f"compiling {len(skels)} models' GPU kernels for {args.cuda_compile_only} (batch {args.batch}, seq {args.seq})", flush=True)
+    else:
+        print(f"comparing {len(skels)} models with ONNX Runtime (target {args.target}, batch {args.batch}, seq {args.seq})", flush=True)
     results = []
     t_all = time.time()
     for s in skels:
         r = check_model(args, s)
         results.append(r)
         status = "OK  " if r["ok"] else "FAIL"
-        err = f"max err {r['max_err']:.3g} (allowed {r['allowed']:.3g}, max|ref| {r['max_ref']:.3g})" if "max_err" in r else ""
-        times = f"tessel {r.get('tessel_ms', float('nan')):.0f} ms (wall {r.get('tessel_wall_s', float('nan')):.1f} s), ort {r.get('ort_ms', float('nan')):.1f} ms"
-        print(f"{status} {r['model']:<22} {err}  {times}", flush=True)
+        if args.cuda_compile_only:
+            line = (f"{r.get('kernels', '?')} kernels ({r.get('distinct_kernels', '?')} distinct), "
+                    f"{r.get('interpreter_nodes', '?')} interpreter nodes, cubin {r.get('bytes', 0)} bytes, "
+                    f"wall {r.get('tessel_wall_s', float('nan')):.1f} s{' (cached)' if r.get('cache_hit') else ''}")
+        else:
+            err = f"max err {r['max_err']:.3g} (allowed {r['allowed']:.3g}, max|ref| {r['max_ref']:.3g})" if "max_err" in r else ""
+            times = f"tessel {r.get('tessel_ms', float('nan')):.0f} ms (wall {r.get('tessel_wall_s', float('nan')):.1f} s), ort {r.get('ort_ms', float('nan')):.1f} ms"
+            line = f"{err}  {times}"
+        print(f"{status} {r['model']:<22} {line}", flush=True)
         if r.get("message"):
             print(f"     {r['message'][:400]}", flush=True)
     n_ok = sum(r["ok"] for r in results)
-    print(f"models: {n_ok}/{len(results)} match ONNX Runtime ({time.time() - t_all:.0f} s)")
+    what = "compiled for CUDA" if args.cuda_compile_only else "match ONNX Runtime"
+    print(f"models: {n_ok}/{len(results)} {what} ({time.time() - t_all:.0f} s)")
     if args.json_out:
         with open(args.json_out, "w") as f:
             json.dump(results, f, indent=1)

@@ -132,8 +132,8 @@ struct Replan {
 // Lowers the plan's compiled groups in order into `out`, taking groups of
 // earlier rounds from `memo`. False after the first group that fails (its
 // failure recorded in `replan`): the plan must be redone.
-bool lower_plan(const FusionPlan& plan, const OpRegistry& reg, std::map<GroupKey, LoweredGroup>* memo, Replan* replan,
-                std::vector<LoweredGroup>* out) {
+bool lower_plan(const FusionPlan& plan, const OpRegistry& reg, const GroupLowering& lower,
+                std::map<GroupKey, LoweredGroup>* memo, Replan* replan, std::vector<LoweredGroup>* out) {
   for (const FusionGroup& g : plan.groups) {
     if (!g.compiled) continue;
     const GroupKey key = memo ? group_key(g) : GroupKey{};
@@ -145,7 +145,7 @@ bool lower_plan(const FusionPlan& plan, const OpRegistry& reg, std::map<GroupKey
       }
     }
     try {
-      out->push_back(lower_ready(g, reg));
+      out->push_back(lower(g, reg));
     } catch (const FusionRejected& r) {
       replan->rejected(r);
       return false;
@@ -183,7 +183,7 @@ void share_identical_kernels(CompiledModel& c, bool share) {
 
 }  // namespace
 
-CompiledModel lower_for_cpu(const Model& m, const LowerOptions& lo) {
+CompiledModel lower_model(const Model& m, const GroupLowering& lower, const LowerOptions& lo) {
   const OpRegistry& reg = OpRegistry::global();
   CompiledModel c;
   Replan replan{{}, {}, &c.fallback_reasons};
@@ -196,7 +196,7 @@ CompiledModel lower_for_cpu(const Model& m, const LowerOptions& lo) {
     ++rounds;
     c.plan = plan_fusion(*m.graph, reg, replan.opaque, replan.roots);
     c.lowered.clear();
-  } while (!lower_plan(c.plan, reg, lo.reuse_lowered_groups ? &memo : nullptr, &replan, &c.lowered));
+  } while (!lower_plan(c.plan, reg, lower, lo.reuse_lowered_groups ? &memo : nullptr, &replan, &c.lowered));
   timer.stop();
   PhaseTimer dedup("share identical kernels");
   share_identical_kernels(c, lo.share_kernels);
@@ -205,6 +205,8 @@ CompiledModel lower_for_cpu(const Model& m, const LowerOptions& lo) {
                  lo.reuse_lowered_groups ? memo.size() : c.lowered.size(), c.lowered.size(), c.unique_kernels.size());
   return c;
 }
+
+CompiledModel lower_for_cpu(const Model& m, const LowerOptions& lo) { return lower_model(m, lower_ready, lo); }
 
 std::unique_ptr<CompiledModel> compile_for_cpu(const Model& m, const DriverOptions& o, const LowerOptions& lo) {
 #ifndef TESSEL_HAVE_LLVM

@@ -56,7 +56,17 @@ struct LowerOptions {
 // the result. Throws tessel::Error when tessel was built without LLVM.
 std::unique_ptr<CompiledModel> compile_for_cpu(const Model& m, const DriverOptions& o, const LowerOptions& lo = {});
 
-// Plans and lowers without generating code (inspect --emit fused|loop).
+// How a target lowers one group into a kernel its code generator takes;
+// throws FusionRejected or LoweringUnsupported (lower_group.h) to make the
+// plan change around the group.
+using GroupLowering = std::function<LoweredGroup(const FusionGroup&, const OpRegistry&)>;
+
+// Plans and lowers with `lower`, re-planning until every compiled group
+// lowers (the nodes it refuses run on the interpreter), then shares
+// identical kernels.
+CompiledModel lower_model(const Model& m, const GroupLowering& lower, const LowerOptions& lo = {});
+
+// Plans and lowers for the CPU without generating code (inspect --emit fused|loop).
 CompiledModel lower_for_cpu(const Model& m, const LowerOptions& lo = {});
 
 // The executable's steps in plan order: interpreter nodes, and kernels whose

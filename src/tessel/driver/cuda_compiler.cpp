@@ -1,48 +1,107 @@
 #include "tessel/driver/cuda_compiler.h"
 
-#include "tessel/codegen/cuda/cuda_source.h"
+#include <chrono>
+
 #include "tessel/codegen/cuda/driver_api.h"
 #include "tessel/codegen/cuda/nvrtc.h"
+#include "tessel/loop/verifier.h"
 #include "tessel/lower/lower_gpu.h"
 #include "tessel/ops/registry.h"
-#include "tessel/schedule/gpu_schedule.h"
 #include "tessel/support/error.h"
+#include "tessel/support/phase_timer.h"
 
 namespace tessel {
 
-std::vector<loop::Kernel> gpu_kernels(const CompiledModel& c) {
-  std::vector<loop::Kernel> ks;
-  size_t next = 0;
-  for (const FusionGroup& g : c.plan.groups) {
-    if (!g.compiled) continue;
-    const loop::Kernel& cpu_kernel = c.lowered.at(next++).kernel;
-    try {
-      ks.push_back(lower_group_for_gpu(g, OpRegistry::global()).kernel);
-    } catch (const Error&) {
-      // The GPU nest can refuse what the CPU schedules took (the plan was
-      // made for them); the CPU kernel still runs, one row per thread.
-      ks.push_back(schedule_for_gpu(cpu_kernel));
-    }
+LoweredGroup lower_group_ready_for_gpu(const FusionGroup& g, const OpRegistry& reg) {
+  LoweredGroup lg = lower_group_for_gpu(g, reg);
+  try {
+    loop::verify(lg.kernel, loop::Target::Cuda);
+    cuda::emit_cuda_source({lg.kernel});  // what the emitter refuses runs on the interpreter
+  } catch (const Error& e) {
+    throw LoweringUnsupported(str_cat(g.root->describe(), ": no CUDA kernel: ", e.what()));
   }
-  return ks;
+  return lg;
+}
+
+CompiledModel lower_for_cuda(const Model& m, const LowerOptions& lo) {
+  return lower_model(m, lower_group_ready_for_gpu, lo);
 }
 
 std::string default_cuda_arch() { return cuda::cuda_available() ? cuda::device_arch() : "sm_90a"; }
 
-std::string emit_cuda(const CompiledModel& c) { return cuda::emit_cuda_source(gpu_kernels(c)).code; }
-
-std::string emit_ptx(const CompiledModel& c, const std::string& arch) {
-  cuda::NvrtcOptions o;
-  o.arch = arch.empty() ? default_cuda_arch() : arch;
-  return cuda::compile_to_ptx(emit_cuda(c), o);
+std::unique_ptr<CudaCompiledModel> compile_cuda_kernels(const Model& m, const std::string& arch,
+                                                        const LowerOptions& lo) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto c = std::make_unique<CudaCompiledModel>();
+  c->lowered = lower_for_cuda(m, lo);
+  c->arch = arch.empty() ? default_cuda_arch() : arch;
+  {
+    PhaseTimer t("emit CUDA C++");
+    c->source = cuda::emit_cuda_source(c->lowered.unique_kernels);
+  }
+  if (!c->lowered.unique_kernels.empty()) {
+    PhaseTimer t("NVRTC");
+    cuda::NvrtcOptions no;
+    no.arch = c->arch;
+    no.cache_dir = cache_dir();
+    cuda::Cubin cubin = cuda::compile_to_cubin(c->source.code, no);
+    c->cubin = std::move(cubin.image);
+    c->from_cache = cubin.from_cache;
+  }
+  c->compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return c;
 }
 
-void fail_target_cuda() {
+namespace {
+
+// Per step: the function and geometry of its kernel's distinct body.
+std::vector<GpuLaunch> step_launches(const CudaCompiledModel& c, const std::vector<Step>& steps,
+                                     const cuda::Module* module) {
+  std::map<std::string, GpuLaunch> by_entry;
+  for (const cuda::KernelSource& k : c.source.kernels)
+    by_entry[k.kernel_name] = GpuLaunch{module->function(k.symbol), k.launch};
+  std::vector<GpuLaunch> out;
+  for (const Step& s : steps) {
+    if (!s.kernel) {
+      out.emplace_back();
+      continue;
+    }
+    auto e = c.lowered.entry.find(s.kernel->name);
+    const std::string& entry = e == c.lowered.entry.end() ? s.kernel->name : e->second;
+    out.push_back(by_entry.at(entry));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::unique_ptr<CudaCompiledModel> compile_for_cuda(const Model& m, const DriverOptions& o) {
+  check_cuda_usable();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::unique_ptr<CudaCompiledModel> c = compile_cuda_kernels(m, cuda::device_arch());
+  PhaseTimer t("load the module");
+  std::shared_ptr<const cuda::Module> module;  // none when every node runs on the interpreter
+  if (!c->cubin.empty()) module = std::make_shared<const cuda::Module>(c->cubin);
+  std::vector<Step> steps = build_steps(c->lowered, nullptr);
+  std::vector<GpuLaunch> launches = step_launches(*c, steps, module.get());
+  GpuExecutableOptions eo;
+  eo.memory_planning = o.memory_planning;
+  c->exe = std::make_unique<GpuExecutable>(m, std::move(steps), std::move(launches), std::move(module), eo);
+  c->compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return c;
+}
+
+std::string emit_cuda(const Model& m) { return cuda::emit_cuda_source(lower_for_cuda(m).unique_kernels).code; }
+
+std::string emit_ptx(const Model& m, const std::string& arch) {
+  cuda::NvrtcOptions o;
+  o.arch = arch.empty() ? default_cuda_arch() : arch;
+  return cuda::compile_to_ptx(emit_cuda(m), o);
+}
+
+void check_cuda_usable() {
   std::string why;
   TS_CHECK(cuda::cuda_available(&why), "--target cuda: no usable NVIDIA GPU: ", why);
-  const cuda::DeviceInfo& d = cuda::device_info();
-  fail("CUDA target not available yet for whole models (found ", d.name, ", ", cuda::device_arch(),
-       "); tessel inspect --emit cuda|ptx shows the kernels");
 }
 
 }  // namespace tessel

@@ -1,30 +1,55 @@
-// The CUDA path of the driver, so far: a model's compiled groups as GPU
-// kernels (lower/lower_gpu.h) and their CUDA C++ or PTX for
-// `tessel inspect --emit cuda|ptx`. Whole-model runs (--target cuda) come
-// with the GPU runtime.
+// The CUDA path of the driver: a model's fusion groups lowered for the GPU
+// (lower/lower_gpu.h), one CUDA C++ translation unit for the distinct
+// kernels, NVRTC to a cubin (cached on disk), and the GPU runtime
+// (runtime/cuda/gpu_executable.h). Compiling needs NVRTC only; loading and
+// running need a GPU.
 #pragma once
 
+#include <memory>
 #include <string>
-#include <vector>
 
+#include "tessel/codegen/cuda/cuda_source.h"
 #include "tessel/driver/compiler.h"
-#include "tessel/loop/ir.h"
+#include "tessel/runtime/cuda/gpu_executable.h"
 
 namespace tessel {
 
-// One GPU kernel per compiled group of `c`, in plan order: lowered with the
-// GPU nest where that works, else the group's CPU kernel mapped onto GPU axes.
-std::vector<loop::Kernel> gpu_kernels(const CompiledModel& c);
+// One group as a GPU kernel: GPU nest and schedule, verified for CUDA.
+// Throws what lower_group throws, so that the plan changes around it.
+LoweredGroup lower_group_ready_for_gpu(const FusionGroup& g, const OpRegistry& reg);
+
+// Plans and lowers every group for the GPU; groups the GPU lowering refuses
+// run on the host interpreter.
+CompiledModel lower_for_cuda(const Model& m, const LowerOptions& lo = {});
+
+struct CudaCompiledModel {
+  CompiledModel lowered;    // plan, kernels, the distinct ones and the entry map
+  cuda::CudaSource source;  // the distinct kernels' source, one KernelSource each
+  std::string arch;         // what the cubin was compiled for (sm_90a, ...)
+  std::string cubin;
+  bool from_cache = false;  // the cubin came from the disk cache
+  double compile_s = 0;
+  std::unique_ptr<GpuExecutable> exe;  // compile_for_cuda only
+};
 
 // The architecture to compile for: device 0's when there is one, else sm_90a.
 std::string default_cuda_arch();
 
-// Text forms for `tessel inspect --emit cuda|ptx`; arch "" = default_cuda_arch().
-std::string emit_cuda(const CompiledModel& c);
-std::string emit_ptx(const CompiledModel& c, const std::string& arch);
+// Lowers `m` (after the pass pipeline) and compiles every distinct kernel
+// with NVRTC for `arch` ("" = default_cuda_arch()). Needs no GPU.
+std::unique_ptr<CudaCompiledModel> compile_cuda_kernels(const Model& m, const std::string& arch,
+                                                        const LowerOptions& lo = {});
 
-// The one error --target cuda gives for now: what is missing on this machine
-// (no driver, no device), or that whole-model runs are not implemented yet.
-[[noreturn]] void fail_target_cuda();
+// compile_cuda_kernels for device 0, the cubin loaded, with its executable.
+// Throws one clear error where there is no usable GPU. `m` must outlive it.
+std::unique_ptr<CudaCompiledModel> compile_for_cuda(const Model& m, const DriverOptions& o);
+
+// Text forms for `tessel inspect --emit cuda|ptx`; arch "" = default_cuda_arch().
+std::string emit_cuda(const Model& m);
+std::string emit_ptx(const Model& m, const std::string& arch);
+
+// Throws, saying what is missing, when --target cuda cannot run here (no
+// driver, no device).
+void check_cuda_usable();
 
 }  // namespace tessel

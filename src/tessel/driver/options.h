@@ -43,8 +43,10 @@ struct DriverOptions {
   std::ostream* log = nullptr;  // notes and warnings (stderr when null)
 };
 
-// Throws when the target or precision is not implemented yet.
-void check_options_supported(const DriverOptions& o);
+// Throws when the target or precision is not implemented yet, or (with
+// needs_device) when --target cuda has no usable GPU here. Compiling and
+// inspecting CUDA kernels needs no device.
+void check_options_supported(const DriverOptions& o, bool needs_device = true);
 
 // The folder for caches: $TESSEL_CACHE_DIR, else ~/.cache/tessel. Nothing
 // creates it yet (tessel keeps no caches so far).

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "tessel/driver/compiler.h"
+#include "tessel/driver/cuda_compiler.h"
 #include "tessel/driver/npy.h"
 #include "tessel/driver/random_inputs.h"
 #include "tessel/interp/interpreter.h"
@@ -144,31 +145,43 @@ void fold_shape_inputs(Model& m, const std::map<std::string, RtValue>& given, Ta
   bind_shape_inputs(m, values);
 }
 
+namespace {
+
+// Runs a compiled executable (CPU or GPU) once, timing the run alone.
+template <class Exe>
+void run_compiled(const Exe& exe, double compile_s, const std::vector<RtValue>& inputs, ExecResult* r) {
+  r->compile_s = compile_s;
+  const auto t0 = std::chrono::steady_clock::now();
+  r->outputs = exe.run(inputs);
+  r->time_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  r->interpreter_ops = exe.interpreter_ops();
+}
+
+}  // namespace
+
 ExecResult execute(const Model& m, const std::vector<RtValue>& inputs, Target t, int threads) {
   ExecResult r;
-  using Clock = std::chrono::steady_clock;
+  DriverOptions o;
+  o.threads = threads;
   switch (t) {
-    case Target::Cuda:
-      fail("CUDA target not available yet");
+    case Target::Cuda: {
+      std::unique_ptr<CudaCompiledModel> c = compile_for_cuda(m, o);
+      run_compiled(*c->exe, c->compile_s, inputs, &r);
+      break;
+    }
     case Target::Reference: {
       Interpreter interp;
-      const auto t0 = Clock::now();
+      const auto t0 = std::chrono::steady_clock::now();
       r.outputs = interp.run(*m.graph, inputs);
-      r.time_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+      r.time_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       std::set<std::string> ops;
       collect_ops(*m.graph, &ops);
       r.interpreter_ops.assign(ops.begin(), ops.end());
       break;
     }
     case Target::Cpu: {
-      DriverOptions o;
-      o.threads = threads;
       std::unique_ptr<CompiledModel> c = compile_for_cpu(m, o);
-      r.compile_s = c->compile_s;
-      const auto t0 = Clock::now();
-      r.outputs = c->exe->run(inputs);
-      r.time_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-      r.interpreter_ops = c->exe->interpreter_ops();
+      run_compiled(*c->exe, c->compile_s, inputs, &r);
       break;
     }
   }

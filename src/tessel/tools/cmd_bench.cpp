@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 
 #include "tessel/driver/json.h"
 #include "tessel/support/error.h"
@@ -60,6 +61,25 @@ std::vector<ProfileRow> profile_rows(const Executable& exe, const std::vector<Ru
   return rows;
 }
 
+// Medians of the host-side parts of a GPU run, over `runs` runs.
+struct HostCopies {
+  double upload_ms = 0, download_ms = 0, end_to_end_ms = 0;
+};
+
+HostCopies host_copies(const GpuExecutable& exe, const std::vector<RtValue>& inputs, int runs) {
+  std::vector<double> up, down, total;
+  for (int i = 0; i < runs; ++i) {
+    GpuRunTimes t;
+    const auto t0 = std::chrono::steady_clock::now();
+    exe.run(inputs, &t);
+    total.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    up.push_back(t.upload_ms);
+    down.push_back(t.download_ms);
+  }
+  for (auto* v : {&up, &down, &total}) std::sort(v->begin(), v->end());
+  return {quantile(up, 0.5), quantile(down, 0.5), quantile(total, 0.5)};
+}
+
 }  // namespace
 
 int cmd_bench(const BenchArgs& a, const CommonArgs& c) {
@@ -72,20 +92,28 @@ int cmd_bench(const BenchArgs& a, const CommonArgs& c) {
   TS_CHECK(a.profile >= 0, "--profile must be >= 0, got ", a.profile);
   TS_CHECK(a.profile == 0 || o.target == Target::Cpu, "--profile needs the compiled target (--target cpu)");
   const PreparedModel p = prepare_model(a.model, a.inputs, o);
-  for (int i = 0; i < a.warmup; ++i) p.run();
   using Clock = std::chrono::steady_clock;
   std::vector<double> ms;
   std::vector<RunProfile> profiles(a.profile > 0 ? a.iters : 0);
-  for (int i = 0; i < a.iters; ++i) {
-    const auto t0 = Clock::now();
-    p.run(a.profile > 0 ? &profiles[i] : nullptr);
-    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  std::optional<HostCopies> copies;
+  if (p.gpu) {
+    // Device time of the kernels alone (CUDA events around each graph
+    // replay, inputs resident); the host copies are measured apart.
+    ms = p.gpu->exe->time_on_device(p.inputs, a.warmup, a.iters);
+    copies = host_copies(*p.gpu->exe, p.inputs, a.iters);
+  } else {
+    for (int i = 0; i < a.warmup; ++i) p.run();
+    for (int i = 0; i < a.iters; ++i) {
+      const auto t0 = Clock::now();
+      p.run(a.profile > 0 ? &profiles[i] : nullptr);
+      ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    }
   }
   const std::vector<ProfileRow> prof = a.profile > 0 ? profile_rows(*p.exe, profiles, a.profile) : std::vector<ProfileRow>{};
   std::sort(ms.begin(), ms.end());
   const double median = quantile(ms, 0.5), p10 = quantile(ms, 0.1), p90 = quantile(ms, 0.9);
   const double compile_s = p.compile_ms / 1000, load_s = p.load_ms / 1000;
-  const int threads = p.exe ? p.exe->threads() : 1;  // the interpreter is single-threaded
+  const int threads = p.exe ? p.exe->threads() : 1;  // the interpreter is single-threaded (cuda: the host thread)
   if (c.json) {
     Json j = Json::object();
     j.set("model", a.model);
@@ -99,6 +127,13 @@ int cmd_bench(const BenchArgs& a, const CommonArgs& c) {
     j.set("min_ms", ms.front());
     j.set("compile_s", compile_s);
     j.set("load_s", load_s);
+    if (copies) {
+      j.set("timing", "device");  // median_ms: CUDA events around the kernels, inputs on the device
+      j.set("cuda_graph", p.gpu->exe->uses_graph());
+      j.set("upload_ms", copies->upload_ms);
+      j.set("download_ms", copies->download_ms);
+      j.set("end_to_end_ms", copies->end_to_end_ms);
+    }
     if (a.profile > 0) {
       Json rows = Json::array();
       for (const ProfileRow& r : prof) {
@@ -117,6 +152,10 @@ int cmd_bench(const BenchArgs& a, const CommonArgs& c) {
               << fixed(p90, 3) << ", min " << fixed(ms.front(), 3) << ") over " << a.iters << " runs after "
               << a.warmup << " warm-up; target " << target_name(o.target) << ", " << threads << " threads; compile "
               << fixed(compile_s, 3) << " s, load " << fixed(load_s, 3) << " s\n";
+    if (copies)
+      std::cout << "  device time (CUDA events" << (p.gpu->exe->uses_graph() ? ", graph replay" : "")
+                << "); host copies: upload " << fixed(copies->upload_ms, 3) << " ms, download "
+                << fixed(copies->download_ms, 3) << " ms; end to end " << fixed(copies->end_to_end_ms, 3) << " ms\n";
     for (const ProfileRow& r : prof)
       std::cout << "  " << fixed(r.median_ms, 3) << " ms  " << fixed(100 * r.share, 1) << "%  step " << r.step << "  "
                 << r.what << "\n";

@@ -1,9 +1,10 @@
-// tessel compile MODEL -o FILE [--dim SYMBOL=N]...
+// tessel compile MODEL -o FILE [--dim SYMBOL=N]... [--target cuda [--cuda-arch sm_XY]]
 #include <chrono>
 #include <iostream>
 
 #include "tessel/driver/artifact.h"
 #include "tessel/driver/compiler.h"
+#include "tessel/driver/cuda_compiler.h"
 #include "tessel/driver/json.h"
 #include "tessel/driver/model_cache.h"
 #include "tessel/driver/model_loader.h"
@@ -53,20 +54,49 @@ int report(const CompileArgs& a, const CommonArgs& c, const Summary& s) {
   return 0;
 }
 
+// --target cuda: every kernel through NVRTC into one cubin; needs no GPU.
+int compile_cuda(const CompileArgs& a, const CommonArgs& c, const DriverOptions& o) {
+  std::unique_ptr<Model> m = load_model(a.model);
+  compile_model(*m, o.dims, o);
+  const std::unique_ptr<CudaCompiledModel> cm = compile_cuda_kernels(*m, a.cuda_arch);
+  write_file_atomically(a.output, cm->cubin);
+  size_t kernels = 0, interpreter_nodes = 0;
+  for (const FusionGroup& g : cm->lowered.plan.groups) (g.compiled ? kernels : interpreter_nodes) += 1;
+  if (c.json) {
+    Json j = Json::object();
+    j.set("model", a.model);
+    j.set("output", a.output);
+    j.set("target", "cuda");
+    j.set("arch", cm->arch);
+    j.set("bytes", static_cast<int64_t>(cm->cubin.size()));
+    j.set("compile_s", cm->compile_s);
+    j.set("cache_hit", cm->from_cache);
+    j.set("kernels", static_cast<int64_t>(kernels));
+    j.set("distinct_kernels", static_cast<int64_t>(cm->lowered.unique_kernels.size()));
+    j.set("interpreter_nodes", static_cast<int64_t>(interpreter_nodes));
+    std::cout << j.dump() << "\n";
+  } else {
+    std::cout << "wrote " << a.output << " (" << cm->cubin.size() << " bytes): " << kernels << " kernels ("
+              << cm->lowered.unique_kernels.size() << " distinct), " << interpreter_nodes << " interpreter nodes, for "
+              << cm->arch << ", in " << cm->compile_s << " s" << (cm->from_cache ? " (cubin from the cache)" : "")
+              << "\n";
+  }
+  return 0;
+}
+
 }  // namespace
 
 int cmd_compile(const CompileArgs& a, const CommonArgs& c) {
   DriverOptions o = driver_options(c);
-  check_options_supported(o);
-  TS_CHECK(o.target == Target::Cpu, "compile: only --target cpu produces artifacts");
+  check_options_supported(o, /*needs_device=*/false);
   TS_CHECK(!is_artifact_file(a.model), "is a compiled artifact already");
+  if (o.target == Target::Cuda) return compile_cuda(a, c, o);
+  TS_CHECK(o.target == Target::Cpu, "compile: only --target cpu and cuda compile (reference has nothing to compile)");
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
   auto seconds = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
   // Only --dim specialises: without it the artifact runs at every binding.
-  std::string mode = "compile";  // disabled passes change the artifact
-  for (const std::string& p : o.disabled_passes) mode += " -" + p;
-  const std::string key = model_cache_key(a.model, mode, o.dims, {});
+  const std::string key = model_cache_key(a.model, model_cache_mode("compile", o), o.dims, {});
   if (std::optional<std::string> hit = model_cache_lookup(key)) {
     try {
       const ArtifactContents cached = read_artifact(*hit);  // checks it whole

@@ -43,18 +43,21 @@ std::map<std::string, int64_t> plan_bindings(const Graph& g, const std::map<std:
 }
 
 // The arena plan of the compiled path for these bindings.
-MemoryPlan plan_for(const Model& m, const std::map<std::string, int64_t>& bindings) {
-  const CompiledModel c = lower_for_cpu(m);
+MemoryPlan plan_for(const Model& m, const std::map<std::string, int64_t>& bindings, Target t) {
+  const CompiledModel c = t == Target::Cuda ? lower_for_cuda(m) : lower_for_cpu(m);
   return plan_memory(*m.graph, build_steps(c, nullptr), bindings);
 }
 
 // The text of a compiled stage: fusion groups (marking the ones the
 // interpreter runs), loop IR, LLVM IR after optimisation, assembly, CUDA C++
-// or PTX (for cuda_arch, or the device's).
-std::string emit_stage(const Model& m, const std::string& emit, const std::string& cuda_arch) {
-  CompiledModel c = lower_for_cpu(m);
-  if (emit == "cuda") return emit_cuda(c);
-  if (emit == "ptx") return emit_ptx(c, cuda_arch);
+// or PTX (for cuda_arch, or the device's). Groups and loop IR are those of
+// target `t`'s lowering.
+std::string emit_stage(const Model& m, const std::string& emit, const std::string& cuda_arch, Target t) {
+  if (emit == "cuda") return emit_cuda(m);
+  if (emit == "ptx") return emit_ptx(m, cuda_arch);
+  TS_CHECK(t != Target::Cuda || (emit != "llvm" && emit != "asm"), "--emit ", emit,
+           " shows CPU code; with --target cuda use --emit cuda or ptx");
+  CompiledModel c = t == Target::Cuda ? lower_for_cuda(m) : lower_for_cpu(m);
   if (emit == "fused") {
     std::string out = print_fusion(c.plan);
     for (const std::string& why : c.fallback_reasons) out += "# interpreter: " + why + "\n";
@@ -89,7 +92,7 @@ void check_pass_name(const std::string& flag, const std::string& name, bool allo
 
 int cmd_inspect(const InspectArgs& a, const CommonArgs& c) {
   DriverOptions o = driver_options(c);
-  check_options_supported(o);
+  check_options_supported(o, /*needs_device=*/false);
   const auto& kinds = emit_kinds();
   TS_CHECK(std::find(kinds.begin(), kinds.end(), a.emit) != kinds.end(), "--emit: unknown kind '", a.emit,
            "' (available: ", join(kinds), ")");
@@ -111,10 +114,10 @@ int cmd_inspect(const InspectArgs& a, const CommonArgs& c) {
   std::optional<MemoryPlan> plan;
   if (a.print_after.empty() && a.emit == "plan") {
     const auto bindings = plan_bindings(*m->graph, o.dims);
-    plan = plan_for(*m, bindings);
+    plan = plan_for(*m, bindings, o.target);
     ir = print_memory_plan(*plan, bindings);
   } else if (a.print_after.empty()) {
-    ir = a.emit == "graph" ? print_model(*m, po) : emit_stage(*m, a.emit, a.cuda_arch);
+    ir = a.emit == "graph" ? print_model(*m, po) : emit_stage(*m, a.emit, a.cuda_arch, o.target);
   }
   if (c.json) {
     Json j = Json::object();

@@ -83,10 +83,10 @@ int cmd_run(const RunArgs& a, const CommonArgs& c) {
     j.set("time_ms", r.time_ms);
     j.set("load_ms", load_ms);
     j.set("compile_ms", compile_ms);
-    if (p.exe) {
+    if (p.exe || p.gpu) {
       // Operators that ran on the reference interpreter (none: fully compiled).
       Json ops = Json::array();
-      for (const std::string& op : p.exe->interpreter_ops()) ops.push(op);
+      for (const std::string& op : p.interpreter_ops()) ops.push(op);
       j.set("interpreter_ops", std::move(ops));
     }
     if (!a.save_outputs.empty()) j.set("saved_to", a.save_outputs);

@@ -52,7 +52,8 @@ int cmd_bench(const BenchArgs& a, const CommonArgs& c);
 
 struct CompileArgs {
   std::string model;
-  std::string output;  // -o FILE
+  std::string output;     // -o FILE
+  std::string cuda_arch;  // --target cuda: sm_XY[a]; "" = the device's, else sm_90a
 };
 int cmd_compile(const CompileArgs& a, const CommonArgs& c);
 

@@ -98,14 +98,22 @@ PreparedModel prepare_model(const std::string& path, const std::vector<std::stri
   } else {
     compile_model(*m, dims, o);
     p.model = std::move(m);
+    if (o.target == Target::Cuda) p.gpu = compile_for_cuda(*p.model, o);
   }
   p.compile_ms = ms_since(t0);
   p.inputs = assemble_inputs(p.graph(), given, dims, o.seed, &std::cerr);
   return p;
 }
 
+std::vector<std::string> PreparedModel::interpreter_ops() const {
+  if (exe) return exe->interpreter_ops();
+  if (gpu) return gpu->exe->interpreter_ops();
+  return {};
+}
+
 std::vector<RtValue> PreparedModel::run(RunProfile* profile) const {
   if (exe) return exe->run(inputs, profile);
+  if (gpu) return gpu->exe->run(inputs);
   return Interpreter().run(*model->graph, inputs);
 }
 

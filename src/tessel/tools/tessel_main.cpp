@@ -96,12 +96,18 @@ int main(int argc, char** argv) {
                     "Show large constants as dense<...> (the output can no longer be parsed)");
   add_common(inspect, &common);
 
-  CLI::App* compile =
-      app.add_subcommand("compile", "Compile a model for this CPU into an artifact that run, bench and inspect load");
+  CLI::App* compile = app.add_subcommand(
+      "compile",
+      "Compile a model for this CPU into an artifact that run, bench and inspect load; with --target cuda, compile "
+      "every GPU kernel with NVRTC into a cubin (no GPU needed)");
   compile->add_option("MODEL", compile_args.model, "Model file (.onnx or .tir)")->required();
-  compile->add_option("-o,--output", compile_args.output, "Artifact to write (atomically; nothing on error)")
+  compile->add_option("-o,--output", compile_args.output,
+                      "Artifact (or, --target cuda, cubin) to write (atomically; nothing on error)")
       ->required()
       ->type_name("FILE");
+  compile->add_option("--cuda-arch", compile_args.cuda_arch,
+                      "Architecture for --target cuda (default: the GPU's, else sm_90a)")
+      ->type_name("sm_XY");
   add_common(compile, &common);
 
   CLI::App* bench = app.add_subcommand("bench", "Time whole-model inference (compile once, warm up, then timed runs)");

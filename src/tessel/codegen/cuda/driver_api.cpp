@@ -21,9 +21,17 @@ using CUcontext = void*;
 using CUmodule = void*;
 using CUfunction = void*;
 using CUstream = void*;
+using CUgraph = void*;
+using CUgraphExec = void*;
+using CUevent = void*;
 using CUdeviceptr = uint64_t;  // unsigned long long in cuda.h: the same 64 bits
 constexpr int kAbiVersion = 12000;
 constexpr CUresult kNoDevice = 100;  // CUDA_ERROR_NO_DEVICE
+constexpr CUresult kOutOfMemory = 2;  // CUDA_ERROR_OUT_OF_MEMORY
+constexpr int kCaptureModeThreadLocal = 1;          // CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+constexpr int kStreamNonBlocking = 1;               // CU_STREAM_NON_BLOCKING
+constexpr int kFuncMaxDynamicSharedBytes = 8;       // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+constexpr int kMaxSharedPerBlockOptin = 97;         // CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
 
 enum Attribute {
   kMaxThreadsPerBlock = 1,
@@ -64,6 +72,20 @@ struct DriverApi {
   CUresult (*stream_create)(CUstream*, unsigned) = nullptr;
   CUresult (*stream_destroy)(CUstream) = nullptr;
   CUresult (*stream_synchronize)(CUstream) = nullptr;
+  CUresult (*mem_get_info)(size_t*, size_t*) = nullptr;
+  CUresult (*memcpy_dtod)(CUdeviceptr, CUdeviceptr, size_t, CUstream) = nullptr;
+  CUresult (*func_set_attribute)(CUfunction, int, int) = nullptr;
+  CUresult (*begin_capture)(CUstream, int) = nullptr;
+  CUresult (*end_capture)(CUstream, CUgraph*) = nullptr;
+  CUresult (*graph_instantiate)(CUgraphExec*, CUgraph, unsigned long long) = nullptr;
+  CUresult (*graph_launch)(CUgraphExec, CUstream) = nullptr;
+  CUresult (*graph_destroy)(CUgraph) = nullptr;
+  CUresult (*graph_exec_destroy)(CUgraphExec) = nullptr;
+  CUresult (*event_create)(CUevent*, unsigned) = nullptr;
+  CUresult (*event_destroy)(CUevent) = nullptr;
+  CUresult (*event_record)(CUevent, CUstream) = nullptr;
+  CUresult (*event_synchronize)(CUevent) = nullptr;
+  CUresult (*event_elapsed)(float*, CUevent, CUevent) = nullptr;
 };
 
 std::string describe(const DriverApi& d, CUresult r) {
@@ -78,11 +100,13 @@ void check(const DriverApi& d, CUresult r, const char* what) {
   TS_CHECK(r == 0, "CUDA driver: ", what, " failed: ", describe(d, r));
 }
 
+// `version`: the ABI to ask for; the driver picks the variant of `name`
+// that version defines (cuMemAlloc at 12000 is cuMemAlloc_v2).
 template <class F>
-void resolve(DriverApi& d, F*& fn, const char* name) {
+void resolve(DriverApi& d, F*& fn, const char* name, int version = kAbiVersion) {
   void* p = nullptr;
   int status = 0;
-  const CUresult r = d.get_proc(name, &p, kAbiVersion, 0, &status);
+  const CUresult r = d.get_proc(name, &p, version, 0, &status);
   TS_CHECK(r == 0 && p != nullptr, "CUDA driver: cuGetProcAddress(", name, ") failed: ", describe(d, r));
   fn = reinterpret_cast<F*>(p);
 }
@@ -111,6 +135,26 @@ void resolve_all(DriverApi& d) {
   resolve(d, d.stream_create, "cuStreamCreate");
   resolve(d, d.stream_destroy, "cuStreamDestroy");
   resolve(d, d.stream_synchronize, "cuStreamSynchronize");
+  resolve(d, d.mem_get_info, "cuMemGetInfo");
+  resolve(d, d.memcpy_dtod, "cuMemcpyDtoDAsync");
+  resolve(d, d.func_set_attribute, "cuFuncSetAttribute");
+  resolve(d, d.begin_capture, "cuStreamBeginCapture");
+  resolve(d, d.end_capture, "cuStreamEndCapture");
+  resolve(d, d.graph_instantiate, "cuGraphInstantiateWithFlags");
+  resolve(d, d.graph_launch, "cuGraphLaunch");
+  resolve(d, d.graph_destroy, "cuGraphDestroy");
+  resolve(d, d.graph_exec_destroy, "cuGraphExecDestroy");
+  resolve(d, d.event_create, "cuEventCreate");
+  resolve(d, d.event_destroy, "cuEventDestroy");
+  resolve(d, d.event_record, "cuEventRecord");
+  resolve(d, d.event_synchronize, "cuEventSynchronize");
+  // CUDA 12.8 added cuEventElapsedTime_v2 (same signature); CUDA 13 drivers
+  // may serve only that one, older ones only the first.
+  try {
+    resolve(d, d.event_elapsed, "cuEventElapsedTime", 12080);
+  } catch (const Error&) {
+    resolve(d, d.event_elapsed, "cuEventElapsedTime");
+  }
 }
 
 int attribute(const DriverApi& d, int a) {
@@ -132,6 +176,7 @@ void read_device(DriverApi& d) {
     i.max_block[k] = attribute(d, kMaxBlockDimX + k);
     i.max_grid[k] = attribute(d, kMaxGridDimX + k);
   }
+  i.max_shared_per_block_optin = attribute(d, kMaxSharedPerBlockOptin);
   check(d, d.device_total_mem(&i.total_memory, d.device), "cuDeviceTotalMem");
   check(d, d.driver_version(&i.driver_version), "cuDriverGetVersion");
 }
@@ -196,7 +241,14 @@ std::string device_arch() {
 DeviceMemory::DeviceMemory(size_t bytes) : bytes_(bytes) {
   const DriverApi& d = driver();
   // A zero-byte buffer still gets an address, so kernels never see null.
-  check(d, d.mem_alloc(&ptr_, bytes == 0 ? 1 : bytes), "cuMemAlloc");
+  const CUresult r = d.mem_alloc(&ptr_, bytes == 0 ? 1 : bytes);
+  if (r == kOutOfMemory) {
+    ptr_ = 0;
+    size_t free_bytes = 0, total = 0;
+    d.mem_get_info(&free_bytes, &total);
+    fail("CUDA: out of device memory: ", bytes, " bytes requested, ", free_bytes, " of ", total, " bytes free");
+  }
+  check(d, r, "cuMemAlloc");
 }
 
 DeviceMemory::~DeviceMemory() {
@@ -205,7 +257,9 @@ DeviceMemory::~DeviceMemory() {
 
 Stream::Stream() {
   const DriverApi& d = driver();
-  check(d, d.stream_create(&s_, 0), "cuStreamCreate");
+  // Non-blocking: no implicit synchronisation with the legacy default
+  // stream, which graph capture would also reject.
+  check(d, d.stream_create(&s_, kStreamNonBlocking), "cuStreamCreate");
 }
 
 Stream::~Stream() {
@@ -233,6 +287,46 @@ void Stream::fill(const DeviceMemory& dst, uint8_t byte, size_t bytes) const {
   check(d, d.memset_d8(dst.ptr(), byte, bytes, s_), "cuMemsetD8Async");
 }
 
+void Stream::copy_to_device(uint64_t dst, const void* src, size_t bytes) const {
+  if (bytes == 0) return;
+  const DriverApi& d = driver();
+  check(d, d.memcpy_htod(dst, src, bytes, s_), "cuMemcpyHtoDAsync");
+}
+
+void Stream::copy_to_host(void* dst, uint64_t src, size_t bytes) const {
+  if (bytes == 0) return;
+  const DriverApi& d = driver();
+  check(d, d.memcpy_dtoh(dst, src, bytes, s_), "cuMemcpyDtoHAsync");
+}
+
+void Stream::copy_on_device(uint64_t dst, uint64_t src, size_t bytes) const {
+  if (bytes == 0) return;
+  const DriverApi& d = driver();
+  check(d, d.memcpy_dtod(dst, src, bytes, s_), "cuMemcpyDtoDAsync");
+}
+
+void Stream::fill_bytes(uint64_t dst, uint8_t byte, size_t bytes) const {
+  if (bytes == 0) return;
+  const DriverApi& d = driver();
+  check(d, d.memset_d8(dst, byte, bytes, s_), "cuMemsetD8Async");
+}
+
+void Stream::begin_capture() const {
+  const DriverApi& d = driver();
+  check(d, d.begin_capture(s_, kCaptureModeThreadLocal), "cuStreamBeginCapture");
+}
+
+GraphExec Stream::end_capture() const {
+  const DriverApi& d = driver();
+  CUgraph g = nullptr;
+  check(d, d.end_capture(s_, &g), "cuStreamEndCapture");
+  CUgraphExec e = nullptr;
+  const CUresult r = d.graph_instantiate(&e, g, 0);
+  d.graph_destroy(g);  // the executable graph is independent of it
+  check(d, r, "cuGraphInstantiate");
+  return GraphExec(e);
+}
+
 void Stream::synchronize() const {
   const DriverApi& d = driver();
   check(d, d.stream_synchronize(s_), "cuStreamSynchronize");
@@ -253,6 +347,53 @@ void* Module::function(const std::string& symbol) const {
   const CUresult r = d.module_get_function(&f, m_, symbol.c_str());
   TS_CHECK(r == 0, "CUDA: the module has no kernel ", symbol, ": ", describe(d, r));
   return f;
+}
+
+GraphExec::~GraphExec() {
+  if (g_) driver_state().graph_exec_destroy(g_);
+}
+
+GraphExec& GraphExec::operator=(GraphExec&& o) noexcept {
+  if (this != &o) {
+    if (g_) driver_state().graph_exec_destroy(g_);
+    g_ = o.g_;
+    o.g_ = nullptr;
+  }
+  return *this;
+}
+
+void GraphExec::launch(const Stream& s) const {
+  const DriverApi& d = driver();
+  check(d, d.graph_launch(g_, s.handle()), "cuGraphLaunch");
+}
+
+Event::Event() {
+  const DriverApi& d = driver();
+  check(d, d.event_create(&e_, 0), "cuEventCreate");
+}
+
+Event::~Event() {
+  if (e_) driver_state().event_destroy(e_);
+}
+
+void Event::record(const Stream& s) const {
+  const DriverApi& d = driver();
+  check(d, d.event_record(e_, s.handle()), "cuEventRecord");
+}
+
+float Event::elapsed_ms(const Event& start, const Event& end) {
+  const DriverApi& d = driver();
+  check(d, d.event_synchronize(end.e_), "cuEventSynchronize");
+  float ms = 0;
+  check(d, d.event_elapsed(&ms, start.e_, end.e_), "cuEventElapsedTime");
+  return ms;
+}
+
+void set_max_dynamic_shared(void* fn, unsigned bytes) {
+  const DriverApi& d = driver();
+  TS_CHECK(bytes <= static_cast<unsigned>(d.info.max_shared_per_block_optin), "CUDA: a kernel needs ", bytes,
+           " bytes of shared memory (the device allows ", d.info.max_shared_per_block_optin, ")");
+  check(d, d.func_set_attribute(fn, kFuncMaxDynamicSharedBytes, static_cast<int>(bytes)), "cuFuncSetAttribute");
 }
 
 void launch(void* fn, Dim3 grid, Dim3 block, void** args, const Stream& s, unsigned shared_bytes) {

@@ -23,6 +23,7 @@ struct DeviceInfo {
   int max_threads_per_block = 0;
   int max_grid[3] = {0, 0, 0};
   int max_block[3] = {0, 0, 0};
+  int max_shared_per_block_optin = 0;  // bytes of dynamic shared memory a kernel may opt into
 };
 
 // Whether device 0 can be used; *why says what is missing.
@@ -32,7 +33,8 @@ const DeviceInfo& device_info();
 // The cubin architecture for device 0 (sm_90a on an H100/H200).
 std::string device_arch();
 
-// Device memory owned by this object.
+// Device memory owned by this object. Running out of device memory throws
+// one tessel::Error (bytes requested, free and total) and leaks nothing.
 class DeviceMemory {
  public:
   explicit DeviceMemory(size_t bytes);
@@ -47,6 +49,26 @@ class DeviceMemory {
   size_t bytes_ = 0;
 };
 
+class Stream;
+
+// An instantiated CUDA graph (cuGraphExec), replayed with launch().
+class GraphExec {
+ public:
+  GraphExec() = default;
+  explicit GraphExec(void* g) : g_(g) {}
+  ~GraphExec();
+  GraphExec(const GraphExec&) = delete;
+  GraphExec& operator=(const GraphExec&) = delete;
+  GraphExec(GraphExec&& o) noexcept : g_(o.g_) { o.g_ = nullptr; }
+  GraphExec& operator=(GraphExec&& o) noexcept;
+  explicit operator bool() const { return g_ != nullptr; }
+  void launch(const Stream& s) const;
+
+ private:
+  void* g_ = nullptr;
+};
+
+// A non-blocking stream: work on it does not wait for the legacy default stream.
 class Stream {
  public:
   Stream();
@@ -57,11 +79,35 @@ class Stream {
   void upload(const DeviceMemory& dst, const void* src, size_t bytes) const;
   void download(void* dst, const DeviceMemory& src, size_t bytes) const;
   void fill(const DeviceMemory& dst, uint8_t byte, size_t bytes) const;
+  // The same on raw device addresses (inside an arena); no bounds check.
+  void copy_to_device(uint64_t dst, const void* src, size_t bytes) const;
+  void copy_to_host(void* dst, uint64_t src, size_t bytes) const;
+  void copy_on_device(uint64_t dst, uint64_t src, size_t bytes) const;
+  void fill_bytes(uint64_t dst, uint8_t byte, size_t bytes) const;
+  // Work issued between these is recorded into a graph instead of running
+  // (thread-local capture mode: other threads' CUDA calls are unaffected).
+  void begin_capture() const;
+  GraphExec end_capture() const;
   // Waits for the stream; a failed kernel's error (illegal address, ...) surfaces here.
   void synchronize() const;
 
  private:
   void* s_ = nullptr;
+};
+
+// A CUDA event, for timing work on a stream.
+class Event {
+ public:
+  Event();
+  ~Event();
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  void record(const Stream& s) const;
+  // Milliseconds between two recorded events; waits for `end`.
+  static float elapsed_ms(const Event& start, const Event& end);
+
+ private:
+  void* e_ = nullptr;
 };
 
 struct Dim3 {
@@ -81,6 +127,9 @@ class Module {
  private:
   void* m_ = nullptr;
 };
+
+// Lets `fn` use `bytes` of dynamic shared memory (needed above 48 KiB).
+void set_max_dynamic_shared(void* fn, unsigned bytes);
 
 // Launches `fn`; `args` points at each kernel argument's value, in order.
 // Checks the geometry against the device's limits first.

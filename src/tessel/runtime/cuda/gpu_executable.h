@@ -1,0 +1,109 @@
+// The GPU runtime: an Executable's steps run on device 0 (docs/runtime_cuda.md).
+//
+// Per executable: one non-blocking stream and the model's constants on the
+// device, uploaded once. Per binding of the symbols (computed on the first
+// run at those sizes, then reused): one arena holding every kernel
+// intermediate (runtime/memory_plan.h, the CPU planner: a value's bytes are
+// reused once its last reader has run, which on one stream is also when the
+// device is done with it), one buffer per graph input and output and per
+// value an interpreter node reads or writes, one error word per kernel, the
+// kernels' argument lists, and — when every step is a kernel — the whole
+// launch list captured once in a CUDA graph, so that a run is: copy the
+// inputs in, replay the graph, copy the outputs out.
+//
+// Nodes without a GPU kernel run on the host interpreter between launches:
+// their inputs are copied out and their outputs back in (no graph then).
+// Their outputs' sizes must follow from the inputs' (no data-dependent
+// shapes on this target yet).
+//
+// A kernel's failed Assert is reported after the run (the device runs on):
+// the message of the first kernel, in step order, whose error word is set.
+// Running out of device memory throws one tessel::Error; the executable and
+// the process stay usable.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "tessel/codegen/cuda/cuda_source.h"
+#include "tessel/codegen/cuda/driver_api.h"
+#include "tessel/ir/graph.h"
+#include "tessel/ops/registry.h"
+#include "tessel/runtime/step.h"
+
+namespace tessel {
+
+// How each kernel step launches: its function in the loaded module and its
+// geometry (indexed like the steps; unused for interpreter steps).
+struct GpuLaunch {
+  void* function = nullptr;  // CUfunction
+  cuda::LaunchGeometry geometry;
+};
+
+// Where one run's time went (milliseconds, CUDA events on the stream).
+struct GpuRunTimes {
+  double upload_ms = 0;    // graph inputs host -> device
+  double device_ms = 0;    // the kernels (the graph replay)
+  double download_ms = 0;  // graph outputs device -> host
+};
+
+struct GpuExecutableOptions {
+  bool graphs = true;            // capture the launch list in a CUDA graph
+  bool memory_planning = true;   // false: every intermediate its own buffer
+};
+
+class GpuExecutable {
+ public:
+  // `model` must outlive the executable (or be handed to retain()); `module`
+  // holds the functions `launches` name.
+  GpuExecutable(const Model& model, std::vector<Step> steps, std::vector<GpuLaunch> launches,
+                std::shared_ptr<const cuda::Module> module, const GpuExecutableOptions& o = {});
+  ~GpuExecutable();
+
+  // Inputs and outputs on the host, in graph order (as Executable::run).
+  std::vector<RtValue> run(const std::vector<RtValue>& inputs, GpuRunTimes* times = nullptr) const;
+
+  // For benchmarks: copies `inputs` to the device once, then runs the
+  // kernels `warmup` times untimed and `iterations` times timed with CUDA
+  // events, inputs and outputs staying on the device. Returns the timed
+  // runs' milliseconds. Checks the error words at the end.
+  std::vector<double> time_on_device(const std::vector<RtValue>& inputs, int warmup, int iterations) const;
+
+  const Model& model() const { return model_; }
+  const std::vector<Step>& steps() const { return steps_; }
+  std::vector<std::string> interpreter_ops() const;
+  // Whether runs replay a CUDA graph (every step is a kernel, graphs on).
+  bool uses_graph() const { return graphs_; }
+  // Device bytes of the constants, and of the arena for these bindings.
+  int64_t constant_bytes() const { return constant_bytes_; }
+  void retain(std::shared_ptr<const void> owner) { retained_.push_back(std::move(owner)); }
+
+ private:
+  struct Instance;
+  Instance& instance(const std::map<std::string, int64_t>& bindings) const;
+  std::map<std::string, int64_t> bind_inputs(const std::vector<RtValue>& inputs) const;
+  void upload_inputs(const Instance& in, const std::vector<RtValue>& inputs) const;
+  void launch_all(const Instance& in) const;
+  void run_interp(const Instance& in, const Node& n) const;
+  std::vector<RtValue> download_outputs(const Instance& in, const std::vector<RtValue>& inputs) const;
+  void check_errors(const Instance& in) const;
+
+  const Model& model_;
+  std::vector<Step> steps_;
+  std::vector<GpuLaunch> launches_;
+  std::shared_ptr<const cuda::Module> module_;
+  bool graphs_ = true;
+  bool memory_planning_ = true;
+  std::unique_ptr<cuda::Stream> stream_;
+  std::unique_ptr<cuda::DeviceMemory> constants_;
+  std::map<const Value*, uint64_t> constant_ptrs_;
+  int64_t constant_bytes_ = 0;
+  std::vector<std::shared_ptr<const void>> retained_;
+  mutable std::mutex mu_;  // one stream: runs take turns
+  mutable std::map<std::map<std::string, int64_t>, std::unique_ptr<Instance>> instances_;
+};
+
+}  // namespace tessel

@@ -1,0 +1,168 @@
+// The GPU runtime (runtime/cuda/gpu_executable.h) on device 0: whole small
+// models compiled for --target cuda agree with the reference interpreter at
+// several bindings of their symbols (one arena, constants uploaded once, a
+// CUDA graph per binding), interpreter steps between kernels work, a failed
+// kernel assert is reported and the next run works, running out of device
+// memory is one clear error. Every test skips where there is no usable GPU
+// or no NVRTC.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "tessel/codegen/cuda/driver_api.h"
+#include "tessel/codegen/cuda/nvrtc.h"
+#include "tessel/driver/cuda_compiler.h"
+#include "tessel/interp/interpreter.h"
+#include "tessel/ir/builder.h"
+#include "tessel/passes/pass_manager.h"
+#include "tessel/support/error.h"
+
+namespace tessel {
+namespace {
+
+#define SKIP_WITHOUT_GPU()                                                            \
+  do {                                                                                \
+    std::string why_;                                                                 \
+    if (!cuda::cuda_available(&why_)) GTEST_SKIP() << "no usable GPU: " << why_;      \
+    if (!cuda::nvrtc_available(&why_)) GTEST_SKIP() << "NVRTC not available: " << why_; \
+  } while (0)
+
+Tensor random_f32(std::vector<int64_t> shape, uint64_t seed) {
+  Tensor t(DType::F32, std::move(shape));
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> d;
+  for (int64_t i = 0; i < t.numel(); ++i) t.mutable_data<float>()[i] = d(rng);
+  return t;
+}
+
+// |a - b| <= 1e-4 * max|b| + 1e-4 * |b| elementwise (f32 GEMMs on the GPU
+// sum in another order than the interpreter).
+void expect_close(const Tensor& got, const Tensor& want, const std::string& what) {
+  ASSERT_EQ(got.shape(), want.shape()) << what;
+  ASSERT_EQ(got.dtype(), want.dtype()) << what;
+  double max_ref = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) max_ref = std::max(max_ref, std::fabs(want.get_f64(i)));
+  int bad = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    const double a = got.get_f64(i), b = want.get_f64(i);
+    if (!(std::fabs(a - b) <= 1e-4 * max_ref + 1e-4 * std::fabs(b)) && bad++ < 5)
+      ADD_FAILURE() << what << "[" << i << "]: gpu " << a << ", reference " << b;
+  }
+  EXPECT_EQ(bad, 0) << what;
+}
+
+// x[batch, 16] -> MatMul(16x24) + bias -> Relu -> Softmax, and a row sum:
+// a contraction with an epilogue, a reduction, and constants.
+std::unique_ptr<Model> small_mlp() {
+  auto m = std::make_unique<Model>();
+  GraphBuilder b(*m);
+  Value* x = b.input("x", DType::F32, {Dim::sym("batch"), 16});
+  Value* w = b.constant(random_f32({16, 24}, 7), "w");
+  Value* bias = b.constant(random_f32({24}, 8), "bias");
+  Value* h = b.op("Relu", {b.op("Add", {b.op("MatMul", {x, w}), bias})});
+  b.output(b.op("Softmax", {h}, {{"axis", Attribute::of_int(-1)}}));
+  b.output(b.op("ReduceSum", {h, b.const_i64({1})}, {{"keepdims", Attribute::of_int(0)}}));
+  run_pipeline(*m, PassOptions{});
+  return m;
+}
+
+void expect_matches_interpreter(const Model& m, const GpuExecutable& exe, const std::vector<RtValue>& in) {
+  const std::vector<RtValue> got = exe.run(in);
+  const std::vector<RtValue> want = Interpreter().run(*m.graph, in);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) expect_close(got[i].tensor, want[i].tensor, str_cat("output ", i));
+}
+
+TEST(GpuExecutable, MatchesTheInterpreterAtSeveralBindings) {
+  SKIP_WITHOUT_GPU();
+  auto m = small_mlp();
+  auto c = compile_for_cuda(*m, DriverOptions{});
+  EXPECT_TRUE(c->exe->interpreter_ops().empty());
+  EXPECT_TRUE(c->exe->uses_graph());
+  // New bindings make new instances (arena, graph); 3 again replays the first.
+  for (int64_t batch : {3, 1, 130, 3})
+    expect_matches_interpreter(*m, *c->exe, {RtValue(random_f32({batch, 16}, static_cast<uint64_t>(batch)))});
+}
+
+TEST(GpuExecutable, TimesCopiesAndReplays) {
+  SKIP_WITHOUT_GPU();
+  auto m = small_mlp();
+  auto c = compile_for_cuda(*m, DriverOptions{});
+  const std::vector<RtValue> in = {RtValue(random_f32({64, 16}, 1))};
+  GpuRunTimes t;
+  c->exe->run(in, &t);
+  EXPECT_GT(t.device_ms, 0);
+  EXPECT_GE(t.upload_ms, 0);
+  EXPECT_GE(t.download_ms, 0);
+  const std::vector<double> ms = c->exe->time_on_device(in, 2, 5);
+  ASSERT_EQ(ms.size(), 5u);
+  for (double v : ms) EXPECT_GT(v, 0);
+  // Timing leaves the executable usable and its results right.
+  expect_matches_interpreter(*m, *c->exe, in);
+}
+
+TEST(GpuExecutable, InterpreterStepsBetweenKernels) {
+  SKIP_WITHOUT_GPU();
+  // Det has no compiled form: the host runs it between two kernels.
+  auto m = std::make_unique<Model>();
+  GraphBuilder b(*m);
+  Value* x = b.input("x", DType::F32, {5, 3, 3});
+  Value* d = b.op("Det", {b.op("Mul", {x, b.scalar_f32(2.0f)})});
+  b.output(b.op("Add", {d, b.scalar_f32(1.0f)}));
+  run_pipeline(*m, PassOptions{});
+  auto c = compile_for_cuda(*m, DriverOptions{});
+  EXPECT_EQ(c->exe->interpreter_ops(), std::vector<std::string>{"Det"});
+  EXPECT_FALSE(c->exe->uses_graph());
+  expect_matches_interpreter(*m, *c->exe, {RtValue(random_f32({5, 3, 3}, 3))});
+}
+
+TEST(GpuExecutable, FailedAssertIsReportedAndTheNextRunWorks) {
+  SKIP_WITHOUT_GPU();
+  auto m = std::make_unique<Model>();
+  GraphBuilder b(*m);
+  Value* idx = b.input("i", DType::I64, {4});
+  Value* table = b.constant(random_f32({5, 8}, 2), "table");
+  b.output(b.op("Gather", {table, idx}, {{"axis", Attribute::of_int(0)}}));
+  run_pipeline(*m, PassOptions{});
+  auto c = compile_for_cuda(*m, DriverOptions{});
+  try {
+    c->exe->run({RtValue(Tensor::from_i64({0, 1, 100, 2}))});
+    ADD_FAILURE() << "an out-of-range index ran";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("index out of range"), std::string::npos) << e.what();
+  }
+  expect_matches_interpreter(*m, *c->exe, {RtValue(Tensor::from_i64({4, 0, -1, 2}))});
+}
+
+TEST(GpuExecutable, OutOfMemoryIsOneErrorAndTheProcessGoesOn) {
+  SKIP_WITHOUT_GPU();
+  try {
+    cuda::DeviceMemory huge(size_t{1} << 50);  // 1 PiB
+    ADD_FAILURE() << "allocated 1 PiB";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("out of device memory"), std::string::npos) << e.what();
+  }
+  cuda::DeviceMemory small(1024);
+  EXPECT_NE(small.ptr(), 0u);
+  // A model whose output does not fit fails the same way, on its first run
+  // (when its buffers are allocated); other executables still run.
+  auto big = std::make_unique<Model>();
+  GraphBuilder bb(*big);
+  Value* x = bb.input("x", DType::F32, {1});
+  bb.output(bb.op("Expand", {x, bb.const_i64({int64_t{1} << 38})}));  // 1 TiB of f32
+  run_pipeline(*big, PassOptions{});
+  auto cb = compile_for_cuda(*big, DriverOptions{});
+  try {
+    cb->exe->run({RtValue(random_f32({1}, 1))});
+    ADD_FAILURE() << "a 1 TiB output was allocated";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("out of device memory"), std::string::npos) << e.what();
+  }
+  auto m = small_mlp();
+  auto c = compile_for_cuda(*m, DriverOptions{});
+  expect_matches_interpreter(*m, *c->exe, {RtValue(random_f32({8, 16}, 4))});
+}
+
+}  // namespace
+}  // namespace tessel
