@@ -5,7 +5,8 @@
 # `tessel` and `tessel_gpu_tests` into gpu-bundle/ (git-ignored), which a
 # device run carries. Fails when a binary needs a shared library beyond the C
 # library (that machine has none of our Debian libraries) or when the bundle
-# is over 40 MiB.
+# is over 40 MiB. The model skeletons of ../shared/models go into
+# gpu-bundle/models for the GPU benchmark and the model comparisons.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
@@ -30,7 +31,7 @@ done
 # Only the C library, the math library and the loader may stay shared
 # (libdl/libpthread/librt are part of glibc since 2.34, and present before).
 status=0
-for f in "$bundle"/*; do
+for f in "$bundle"/tessel "$bundle"/tessel_gpu_tests; do
   extra=$(ldd "$f" | grep -vE 'linux-vdso|ld-linux|/libc\.so|/libm\.so|/libdl\.so|/libpthread\.so|/librt\.so' || true)
   if [ -n "$extra" ]; then
     echo "error: $f needs shared libraries the GPU machine may not have:" >&2
@@ -40,6 +41,18 @@ for f in "$bundle"/*; do
 done
 
 size=$(du -cb "$bundle"/* | tail -1 | cut -f1)
+
+# The model skeletons and materialize.py, for bench/gpu_models.py and
+# tools/compare_models.py there (the device copy of the checkout lacks
+# ../shared); not counted in the binaries' 40 MiB.
+shared_models="${TESSEL_SHARED_MODELS:-$here/../shared/models}"
+[ -d "$shared_models" ] || shared_models=/work/shared/models
+if [ -d "$shared_models" ]; then
+  mkdir -p "$bundle/models"
+  cp "$shared_models"/*.skel.onnx "$shared_models"/materialize.py "$bundle/models/"
+else
+  echo "note: no ../shared/models: the bundle has no model skeletons" >&2
+fi
 ls -l "$bundle"
 echo "gpu-bundle: $((size / 1024)) KiB in all (limit $((limit / 1024)) KiB)"
 if [ "$size" -gt "$limit" ]; then

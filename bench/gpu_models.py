@@ -1,0 +1,234 @@
+#!/usr/bin/env python3
+"""Whole-model GPU latency: tessel --target cuda vs PyTorch eager vs
+torch.compile(mode="reduce-overhead"), on the device machine (one H200).
+
+    python3 bench/gpu_models.py --tessel gpu-bundle/tessel --models-dir gpu-bundle/models \\
+        --out /tmp/tessel-models [--precision bf16] [--only resnet50:1,bert_base:16] \\
+        [--json-out $OUT/gpu_bench.json]
+
+The models are the skeletons of ../shared/models, materialized on the
+device machine (materialize.py needs onnx, numpy and onnxruntime, all
+installed there); scripts/build_gpu_bundle.sh copies them (and materialize.py) into the bundle
+so that the run carries them. PyTorch runs the same architectures
+(torchvision, transformers) with random weights at the same batch and
+sequence length.
+
+Both sides are timed the same way: CUDA events around one forward pass on
+inputs already on the device, median of --iters (30) after --warmup (5).
+tessel's time is `tessel bench --target cuda` (a CUDA graph replay); its
+host copies (inputs in, outputs out) are reported apart. For each model the
+script also reports PyTorch's own bf16 error against fp32 on the same inputs
+(relative L2 of the first output), the yardstick of the bf16 accuracy check.
+
+One line per configuration as it finishes (so a run cut short by the
+device's 10-minute limit still reports), then the table and the geometric
+mean of tessel / torch.compile.
+"""
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+import compare_models  # noqa: E402  (materialize, make_inputs, symbol_bindings)
+
+# (model stem, batch, seq): the benchmark set of the CUDA backend issue.
+CONFIGS = [
+    ("resnet50.ts17", 1, None), ("resnet50.ts17", 32, None),
+    ("bert_base.ts17", 1, 128), ("bert_base.ts17", 16, 128),
+    ("gpt2.ts17", 1, 128), ("gpt2.ts17", 16, 128),
+    ("vit_b_16.ts17", 1, None), ("vit_b_16.ts17", 32, None),
+    ("llama_tiny.dynamo", 1, 128),
+]
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--tessel", default=os.path.join(ROOT, "gpu-bundle", "tessel"))
+    p.add_argument("--models-dir", default=os.path.join(ROOT, "gpu-bundle", "models"))
+    p.add_argument("--out", default=os.path.join(tempfile.gettempdir(), "tessel-gpu-models"))
+    p.add_argument("--precision", default="bf16", choices=["bf16", "fp16", "fp32"])
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--iters", type=int, default=30)
+    p.add_argument("--only", default="", help="comma-separated family:batch (e.g. resnet50:1,bert_base:16)")
+    p.add_argument("--no-torch-compile", action="store_true", help="skip torch.compile (it takes minutes per model)")
+    p.add_argument("--no-tessel", action="store_true")
+    p.add_argument("--json-out", help="append one JSON object per configuration here")
+    return p.parse_args()
+
+
+def family(stem):
+    return stem.split(".")[0]
+
+
+# ---- PyTorch side -------------------------------------------------------------------------
+
+def torch_model(fam):
+    """The architecture the skeleton was exported from, with random weights."""
+    if fam in ("resnet50", "vit_b_16"):
+        import torchvision
+        return getattr(torchvision.models, fam)(weights=None)
+    import transformers as tf
+    if fam == "bert_base":
+        return tf.BertModel(tf.BertConfig())
+    if fam == "gpt2":
+        return tf.GPT2LMHeadModel(tf.GPT2Config())
+    if fam == "llama_tiny":
+        cfg = tf.LlamaConfig(vocab_size=32000, hidden_size=512, intermediate_size=1376, num_hidden_layers=4,
+                             num_attention_heads=8, num_key_value_heads=4, max_position_embeddings=2048)
+        return tf.LlamaForCausalLM(cfg)
+    raise ValueError(fam)
+
+
+def torch_inputs(fam, feeds, device):
+    import torch
+    if fam in ("resnet50", "vit_b_16"):
+        return (torch.from_numpy(next(iter(feeds.values()))).to(device),), {}
+    kw = {k: torch.from_numpy(v).to(device) for k, v in feeds.items()}
+    return (), kw
+
+
+def first_tensor(out):
+    import torch
+    if isinstance(out, torch.Tensor):
+        return out
+    if hasattr(out, "logits"):
+        return out.logits
+    if hasattr(out, "last_hidden_state"):
+        return out.last_hidden_state
+    return out[0]
+
+
+def cuda_time(fn, warmup, iters, before_each=None):
+    """Median milliseconds of fn() between two CUDA events, after warm-up."""
+    import torch
+    for _ in range(warmup):
+        if before_each:
+            before_each()
+        fn()
+    torch.cuda.synchronize()
+    ms = []
+    for _ in range(iters):
+        if before_each:
+            before_each()
+        a = torch.cuda.Event(enable_timing=True)
+        b = torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        ms.append(a.elapsed_time(b))
+    return statistics.median(ms)
+
+
+def bench_torch(fam, feeds, args, res):
+    import torch
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[args.precision]
+    torch.manual_seed(0)
+    # The fp32 reference is true fp32 (cuDNN would use TF32 for convolutions).
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    model = torch_model(fam).eval().to("cuda")
+    pos, kw = torch_inputs(fam, feeds, "cuda")
+    with torch.inference_mode():
+        ref = first_tensor(model(*pos, **kw)).float()
+        model = model.to(dtype)
+        pos_lp = tuple(t.to(dtype) if t.is_floating_point() else t for t in pos)
+        low = first_tensor(model(*pos_lp, **kw)).float()
+        res["torch_rel_l2_vs_fp32"] = float(torch.linalg.vector_norm(low - ref) / torch.linalg.vector_norm(ref))
+        res["torch_eager_ms"] = cuda_time(lambda: model(*pos_lp, **kw), args.warmup, args.iters)
+        if not args.no_torch_compile:
+            t0 = time.time()
+            compiled = torch.compile(model, mode="reduce-overhead")
+            mark = getattr(torch.compiler, "cudagraph_mark_step_begin", None)
+            res["torch_compile_ms"] = cuda_time(lambda: compiled(*pos_lp, **kw), args.warmup, args.iters, mark)
+            res["torch_compile_s"] = round(time.time() - t0, 1)
+    del model
+    torch.cuda.empty_cache()
+
+
+# ---- tessel side --------------------------------------------------------------------------
+
+def bench_tessel(model_path, feeds, args, res, work):
+    import numpy as np
+    os.makedirs(work, exist_ok=True)
+    cmd = [args.tessel, "bench", model_path, "--target", "cuda", "--precision", args.precision,
+           "--warmup", str(args.warmup), "--iters", str(args.iters), "--json"]
+    for i, (name, a) in enumerate(feeds.items()):
+        path = os.path.join(work, f"input_{i}.npy")
+        np.save(path, a)
+        cmd += ["--input", f"{name}={path}"]
+    t0 = time.time()
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=900)
+    res["tessel_wall_s"] = round(time.time() - t0, 1)
+    if p.returncode != 0:
+        err = [l for l in p.stderr.decode(errors="replace").splitlines() if l.startswith("error:")]
+        res["tessel_error"] = err[-1] if err else p.stderr.decode(errors="replace")[-400:]
+        return
+    doc = json.loads(p.stdout)
+    res["tessel_ms"] = doc["median_ms"]
+    for k in ("upload_ms", "download_ms", "end_to_end_ms", "compile_s", "cuda_graph"):
+        if k in doc:
+            res["tessel_" + k] = doc[k]
+
+
+# ---- driver -------------------------------------------------------------------------------
+
+def fmt(v, nd=3):
+    return "-" if v is None else f"{v:.{nd}f}"
+
+
+def main():
+    args = parse_args()
+    want = set(args.only.split(",")) if args.only else None
+    configs = [c for c in CONFIGS if not want or f"{family(c[0])}:{c[1]}" in want]
+    os.makedirs(args.out, exist_ok=True)
+    results = []
+    for stem, batch, seq in configs:
+        fam = family(stem)
+        res = {"model": fam, "batch": batch, "seq": seq, "precision": args.precision}
+        skel = os.path.join(args.models_dir, stem + ".skel.onnx")
+        model_path = os.path.join(args.out, stem + ".onnx")
+        compare_models.materialize(skel, model_path, args.models_dir)
+        feeds = compare_models.make_inputs(model_path, stem, seq or 128, batch)
+        if not args.no_tessel:
+            bench_tessel(model_path, feeds, args, res, os.path.join(args.out, f"{fam}_b{batch}"))
+        try:
+            bench_torch(fam, feeds, args, res)
+        except Exception as e:  # report and go on with the next model
+            res["torch_error"] = f"{type(e).__name__}: {str(e)[:300]}"
+        if res.get("tessel_ms") and res.get("torch_compile_ms"):
+            res["tessel_over_compile"] = res["tessel_ms"] / res["torch_compile_ms"]
+        results.append(res)
+        print("RESULT " + json.dumps(res), flush=True)
+        if args.json_out:
+            with open(args.json_out, "a") as f:
+                f.write(json.dumps(res) + "\n")
+    print(f"\n| model | batch | tessel ms | eager ms | torch.compile ms | tessel/compile | tessel H2D+D2H ms | "
+          f"torch {args.precision} rel L2 vs fp32 |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for r in results:
+        copies = (r.get("tessel_upload_ms") or 0) + (r.get("tessel_download_ms") or 0) if "tessel_ms" in r else None
+        print(f"| {r['model']} | {r['batch']} | {fmt(r.get('tessel_ms'))} | {fmt(r.get('torch_eager_ms'))} | "
+              f"{fmt(r.get('torch_compile_ms'))} | {fmt(r.get('tessel_over_compile'), 2)} | {fmt(copies)} | "
+              f"{fmt(r.get('torch_rel_l2_vs_fp32'), 4)} |")
+        for k in ("tessel_error", "torch_error"):
+            if k in r:
+                print(f"  {k}: {r[k]}")
+    ratios = [r["tessel_over_compile"] for r in results if "tessel_over_compile" in r]
+    if ratios:
+        geo = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
+        print(f"\ngeomean tessel / torch.compile(reduce-overhead): {geo:.2f} over {len(ratios)} of {len(results)} "
+              f"configurations")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
