@@ -272,11 +272,59 @@ class CliTest(unittest.TestCase):
         else:
             self.assertEqual(code, 0, err)
             self.assertEqual(json.loads(out)["target"], "cuda")
-        code, _, err = self.tessel("run", p, "--precision", "bf16")
-        self.assertEqual(code, 1)
-        self.assert_one_error_line(err, p)
         code, _, err = self.tessel("run", p, "--target", "gpu")
         self.assertEqual(code, 2)
+        code, _, err = self.tessel("run", p, "--precision", "fp8")
+        self.assertEqual(code, 2)
+
+    # ---- --precision bf16|fp16 ----------------------------------------------------------
+    @staticmethod
+    def round_bf16(a):
+        """f32 -> bf16 -> f32, round to nearest even (finite values)."""
+        b = a.astype(np.float32).view(np.uint32).astype(np.uint64)
+        b = (b + 0x7FFF + ((b >> 16) & 1)) >> 16 << 16
+        return b.astype(np.uint32).view(np.float32)
+
+    def test_precision_runs_low_with_f32_interface(self):
+        # y = x + x computed in the low type: 2 * round(x); z = Identity(x): round(x). The
+        # inputs carry bits below bf16's and f16's precision, so fp32 would differ.
+        p = self.save_model(add_model())
+        x = self.path("x.npy")
+        xv = (1 + np.arange(12, dtype=np.float32).reshape(4, 3) * np.float32(1 + 2 ** -12) / 7).astype(np.float32)
+        np.save(x, xv)
+        rounded = {"bf16": self.round_bf16(xv), "fp16": xv.astype(np.float16).astype(np.float32)}
+        for prec, r in rounded.items():
+            self.assertFalse(np.array_equal(r, xv))
+            for target in ("cpu", "reference"):
+                with self.subTest(precision=prec, target=target):
+                    d = self.path(f"o_{prec}_{target}")
+                    _, out, _ = self.tessel("run", p, "--target", target, "--precision", prec, "--input",
+                                            f"x={x}", "--save-outputs", d, "--json", expect=0)
+                    self.assertEqual([o["dtype"] for o in json.loads(out)["outputs"]], ["f32", "f32"])
+                    np.testing.assert_array_equal(np.load(os.path.join(d, "output_0.npy")), r + r)
+                    np.testing.assert_array_equal(np.load(os.path.join(d, "output_1.npy")), r)
+        # bench and inspect take it too.
+        self.tessel("bench", p, "--iters", 2, "--precision", "bf16", "--dim", "batch=2", expect=0)
+        _, out, _ = self.tessel("inspect", p, "--precision", "fp16", "--dim", "batch=2", expect=0)
+        self.assertIn("f16[2,3]", out)
+
+    def test_precision_artifacts_and_cache_keys(self):
+        # The whole-model cache is keyed by the precision: compiling fp32 first
+        # must not hand the bf16 compile (or run) the fp32 artifact.
+        p = self.save_model(add_model())
+        x = self.path("x.npy")
+        xv = np.full((2, 3), 1 + 2 ** -12, np.float32)
+        np.save(x, xv)
+        for prec, want in (("fp32", xv + xv), ("bf16", np.full((2, 3), 2, np.float32)), ("fp32", xv + xv)):
+            with self.subTest(precision=prec):
+                art = self.path(f"m_{prec}.tsx")
+                self.tessel("compile", p, "-o", art, "--precision", prec, expect=0)
+                d = self.path(f"oa_{prec}")
+                self.tessel("run", art, "--input", f"x={x}", "--save-outputs", d, expect=0)
+                np.testing.assert_array_equal(np.load(os.path.join(d, "output_0.npy")), want)
+                d = self.path(f"or_{prec}")
+                self.tessel("run", p, "--precision", prec, "--input", f"x={x}", "--save-outputs", d, expect=0)
+                np.testing.assert_array_equal(np.load(os.path.join(d, "output_0.npy")), want)
 
     # ---- npy round trips of every dtype -----------------------------------------------
     def roundtrip(self, elem_type, arr, opset=OPSET):

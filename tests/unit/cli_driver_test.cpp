@@ -43,8 +43,10 @@ TEST(CliOptions, InputBindingsAndNames) {
   o.target = Target::Cuda;
   EXPECT_THROW(check_options_supported(o), Error);
   o.target = Target::Cpu;
-  o.precision = Precision::BF16;
-  EXPECT_THROW(check_options_supported(o), Error);
+  for (Precision p : {Precision::BF16, Precision::FP16}) {
+    o.precision = p;
+    EXPECT_NO_THROW(check_options_supported(o));
+  }
 }
 
 TEST(CliLoader, DetectsFormats) {

@@ -155,6 +155,13 @@ std::string compiler_build_id() {
   return id;
 }
 
+std::string model_cache_mode(const std::string& what, const DriverOptions& o) {
+  std::string mode = what;
+  for (const std::string& p : o.disabled_passes) mode += " -" + p;
+  if (o.precision != Precision::FP32) mode += str_cat(" --precision ", precision_name(o.precision));
+  return mode;
+}
+
 std::string model_cache_key(const std::string& model_path, const std::string& mode,
                             const std::map<std::string, int64_t>& dims,
                             const std::vector<std::pair<std::string, std::string>>& input_files) {

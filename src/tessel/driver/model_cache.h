@@ -6,8 +6,9 @@
 // The key is a hash of everything the artifact depends on:
 //   - the model file's bytes (fast_hash64 with two seeds: 128 bits);
 //   - what was asked: a mode ("bench" binds every symbol, "compile" only
-//     --dim), the --dim bindings, and each --input file's name and bytes
-//     (given inputs that steer shapes are folded into the model);
+//     --dim; with the disabled passes and the --precision), the --dim
+//     bindings, and each --input file's name and bytes (given inputs that
+//     steer shapes are folded into the model);
 //   - the compiler: the running executable's GNU build id (else a hash of its
 //     file), so that any change to tessel or its LLVM linkage misses;
 //   - the CPU: LLVM's name for it and its feature list.
@@ -27,12 +28,18 @@
 #include <utility>
 #include <vector>
 
+#include "tessel/driver/options.h"
+
 namespace tessel {
 
 // "" when there is no cache folder (cache_dir() is empty).
 std::string model_cache_key(const std::string& model_path, const std::string& mode,
                             const std::map<std::string, int64_t>& dims,
                             const std::vector<std::pair<std::string, std::string>>& input_files);
+
+// The mode for a key: `what` ("prepare", "compile") and the options that
+// change the artifact: disabled passes and the precision.
+std::string model_cache_mode(const std::string& what, const DriverOptions& o);
 
 // The artifact file for a key, when one is there.
 std::optional<std::string> model_cache_lookup(const std::string& key);

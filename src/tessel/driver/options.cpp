@@ -81,8 +81,6 @@ std::map<std::string, int64_t> parse_dim_bindings(const std::vector<std::string>
 
 void check_options_supported(const DriverOptions& o, bool needs_device) {
   if (o.target == Target::Cuda && needs_device) check_cuda_usable();
-  TS_CHECK(o.precision == Precision::FP32, "--precision ", precision_name(o.precision),
-           " is not implemented yet (only fp32)");
   TS_CHECK(o.threads >= 0, "--threads must be >= 0 (0 = default), got ", o.threads);
 }
 

@@ -43,7 +43,7 @@ struct DriverOptions {
   std::ostream* log = nullptr;  // notes and warnings (stderr when null)
 };
 
-// Throws when the target or precision is not implemented yet, or (with
+// Throws when the target is not implemented yet, or (with
 // needs_device) when --target cuda has no usable GPU here. Compiling and
 // inspecting CUDA kernels needs no device.
 void check_options_supported(const DriverOptions& o, bool needs_device = true);

@@ -60,14 +60,14 @@ class Pipeline {
 }  // namespace
 
 std::vector<std::string> pipeline_pass_names() {
-  return {"bind_dims", "infer_shapes", "fold_constants", "dce", "cse", "infer_shapes"};
+  return {"bind_dims", "infer_shapes", "fold_constants", "dce", "cse", "infer_shapes", "lower_precision"};
 }
 
 bool run_pipeline(Model& m, const PassOptions& o) {
   for (const std::string& d : o.disabled) {
     bool known = false;
     for (const std::string& p : pipeline_pass_names()) known = known || p == d;
-    TS_CHECK(known, "unknown pass '", d, "' (passes: bind_dims, infer_shapes, fold_constants, dce, cse)");
+    TS_CHECK(known, "unknown pass '", d, "' (passes: bind_dims, infer_shapes, fold_constants, dce, cse, lower_precision)");
   }
   if (!o.print_after.empty() && o.print_after != "all") {
     bool known = false;
@@ -86,18 +86,26 @@ bool run_pipeline(Model& m, const PassOptions& o) {
   // more shape arithmetic fold (Swin's next block computes its pads from
   // that Pad's shape). Repeat until a round folds nothing new or sharpens no
   // shape; each round can only fold nodes, so the cap is a guard.
-  constexpr int kMaxRounds = 64;
-  for (int round = 0; round < kMaxRounds; ++round) {
-    // Constant subgraphs (weights preprocessing, shape arithmetic) become
-    // constants.
-    const bool folded = p.step("fold_constants", [&] { return fold_constants(m, o); });
-    // Whatever folding left unused.
-    p.step("dce", [&] { return eliminate_dead_code(m); });
-    // Duplicate constants and computations (exporters repeat shape code).
-    p.step("cse", [&] { return eliminate_common_subexpressions(m); });
-    const bool sharpened = p.step("infer_shapes", [&] { return infer_shapes(m, o); });
-    if (!folded || !sharpened) break;
-  }
+  const auto fold_until_stable = [&] {
+    constexpr int kMaxRounds = 64;
+    for (int round = 0; round < kMaxRounds; ++round) {
+      // Constant subgraphs (weights preprocessing, shape arithmetic) become
+      // constants.
+      const bool folded = p.step("fold_constants", [&] { return fold_constants(m, o); });
+      // Whatever folding left unused.
+      p.step("dce", [&] { return eliminate_dead_code(m); });
+      // Duplicate constants and computations (exporters repeat shape code).
+      p.step("cse", [&] { return eliminate_common_subexpressions(m); });
+      const bool sharpened = p.step("infer_shapes", [&] { return infer_shapes(m, o); });
+      if (!folded || !sharpened) break;
+    }
+  };
+  fold_until_stable();
+  // --precision bf16|fp16: after folding, so that float shape arithmetic is
+  // gone and the weights are final; folding again removes the Casts nobody
+  // reads and folds those of constants.
+  if (o.precision != DType::F32 && p.step("lower_precision", [&] { return lower_precision(m, o.precision); }))
+    fold_until_stable();
   return p.changed();
 }
 

@@ -25,12 +25,14 @@ struct PassOptions {
   bool verify = true;                    // run the verifier after every pass
   int64_t fold_limit_elements = 1 << 20; // constant folding size cap
   bool print_full_constants = false;     // print_after: all constants in full (else >16 elements elided)
+  DType precision = DType::F32;          // bf16/f16: lower_precision runs (--precision)
 };
 
 // Runs the default pipeline. Returns true if anything changed.
 bool run_pipeline(Model& m, const PassOptions& o);
 // Names of the pipeline's steps in order (as accepted by disabled/print_after;
-// infer_shapes appears twice, and bind_dims runs only when dims are given).
+// infer_shapes appears twice, bind_dims runs only when dims are given and
+// lower_precision only when the precision is not f32).
 std::vector<std::string> pipeline_pass_names();
 
 // ---- individual passes (one file each) -------------------------------------
@@ -43,5 +45,8 @@ bool eliminate_common_subexpressions(Model& m);        // cse.cpp
 bool bind_shape_inputs(Model& m, const std::map<std::string, Tensor>& values);
 // Substitutes symbol values into every type, then infers and folds again.
 bool bind_dims(Model& m, const std::map<std::string, int64_t>& dims);  // bind_dims.cpp
+// Rewrites an f32 model to compute in `low` (bf16 or f16), keeping its
+// inputs, outputs and statistics in f32 (precision.cpp).
+bool lower_precision(Model& m, DType low);
 
 }  // namespace tessel

@@ -52,6 +52,7 @@ std::unique_ptr<Executable> compile_and_cache(std::unique_ptr<Model> m, const st
   DriverOptions d;
   d.target = Target::Cpu;
   d.threads = o.threads;
+  d.precision = o.precision;
   d.dims = dims;
   d.memory_planning = o.memory_planning;
   compile_model(*m, dims, d);
@@ -74,7 +75,8 @@ PreparedModel prepare_model(const std::string& path, const std::vector<std::stri
   if (o.target == Target::Cpu && is_artifact_file(path)) return prepare_artifact(path, files, o);
   // A warm compile is one artifact load from the whole-model cache: load_s
   // is then hashing the model file, compile_s loading the compiled model.
-  const std::string key = o.target == Target::Cpu ? model_cache_key(path, "prepare", o.dims, files) : "";
+  const std::string key =
+      o.target == Target::Cpu ? model_cache_key(path, model_cache_mode("prepare", o), o.dims, files) : "";
   const double key_ms = ms_since(t0);
   if (std::optional<std::string> hit = model_cache_lookup(key)) {
     try {

@@ -27,7 +27,10 @@ void add_common(CLI::App* sub, CommonArgs* c) {
       ->allow_extra_args(false)
       ->type_name("SYMBOL=N");
   sub->add_option("--threads", c->threads, "Worker threads for compiled kernels (0 = all cores; the interpreter uses one)");
-  sub->add_option("--precision", c->precision, "fp32 | bf16 | fp16 (default fp32; only fp32 is implemented)")
+  sub->add_option("--precision", c->precision,
+                  "fp32 | bf16 | fp16 (default fp32). bf16/fp16 compute in that type, with fp32 accumulation in "
+                  "MatMul/Gemm/Conv and fp32 statistics (Softmax, normalisation, Reduce*); inputs and outputs "
+                  "stay fp32 (docs/precision.md)")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   sub->add_flag("--json", c->json, "Print exactly one JSON object on stdout; logs go to stderr");
 }
