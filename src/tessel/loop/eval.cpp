@@ -44,6 +44,7 @@ class Compiler {
   }
 
   CStmt stmt(const Stmt& s) {
+    if (s->kind == StmtKind::Contract) return contract(s);
     CStmt c;
     c.node = s.node.get();
     for (const Expr& e : stmt_exprs(s)) c.exprs.push_back(expr(e));
@@ -60,6 +61,23 @@ class Compiler {
     for (const Stmt& b : s->body) c.body.push_back(stmt(b));
     scope.resize(var_mark);
     visible.resize(buf_mark);
+    return c;
+  }
+
+  // exprs: the four extents, a, b; slot: batch, then i, j, k, acc in the
+  // next slots; body: the epilogue.
+  CStmt contract(const Stmt& s) {
+    const ContractView v = contract_parts(*s);
+    CStmt c;
+    c.node = s.node.get();
+    for (const Expr* e : {&v.batch_extent, &v.m, &v.n, &v.k_extent}) c.exprs.push_back(expr(*e));
+    const size_t var_mark = scope.size();
+    c.slot = bind(v.batch);
+    for (const std::string* n : {&v.i, &v.j, &v.k, &v.acc}) bind(*n);
+    c.exprs.push_back(expr(v.a));
+    c.exprs.push_back(expr(v.b));
+    c.body.push_back(stmt(v.epilogue));
+    scope.resize(var_mark);
     return c;
   }
 
@@ -195,8 +213,33 @@ class Machine {
         return 0;
       case StmtKind::Allocate: return exec_allocate(c);
       case StmtKind::Assert: return eval(c.exprs[0]).i ? 0 : c.assert_index + 1;
+      case StmtKind::Contract: return exec_contract(c);
     }
     fail("loop IR eval: unknown statement kind");
+  }
+
+  // Sums over k in ascending order (the statement leaves the order open).
+  int32_t exec_contract(const CStmt& c) {
+    int64_t extent[4];
+    for (size_t d = 0; d < 4; ++d) extent[d] = eval_i64(c.exprs[d]);
+    Scalar* slot = &slots_[static_cast<size_t>(c.slot)];  // batch, i, j, k, acc
+    for (int64_t b = 0; b < extent[0]; ++b) {
+      for (int64_t i = 0; i < extent[1]; ++i) {
+        for (int64_t j = 0; j < extent[2]; ++j) {
+          slot[0] = Scalar::of_int(DType::I64, b);
+          slot[1] = Scalar::of_int(DType::I64, i);
+          slot[2] = Scalar::of_int(DType::I64, j);
+          Scalar acc = Scalar::of_float(DType::F32, 0.0);
+          for (int64_t k = 0; k < extent[3]; ++k) {
+            slot[3] = Scalar::of_int(DType::I64, k);
+            acc = apply_binary(BinaryOp::Add, acc, apply_binary(BinaryOp::Mul, eval(c.exprs[4]), eval(c.exprs[5])));
+          }
+          slot[4] = acc;
+          if (int32_t r = exec(c.body[0])) return r;
+        }
+      }
+    }
+    return 0;
   }
 
   int32_t exec_for(const CStmt& c) {

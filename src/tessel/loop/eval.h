@@ -10,7 +10,8 @@
 // of its buffer's bounds, integer division by zero, an out-of-range shift.
 // Select evaluates both arms (vector code does), so both must be safe.
 // Parallel loops run fully and in order; vectorized/unrolled loops serially.
-// Allocated buffers start zeroed.
+// Allocated buffers start zeroed. A Contract sums over k in ascending order,
+// in f32, for one output element after another (batch, i, j row-major).
 #pragma once
 
 #include <cstdint>

@@ -292,6 +292,30 @@ Stmt assert_that(Expr cond, std::string message) {
   return Stmt(n);
 }
 
+Stmt contract(const ContractVars& v, Expr batch_extent, Expr m, Expr n, Expr k_extent, Expr a, Expr b,
+              Stmt epilogue) {
+  for (const Expr* e : {&batch_extent, &m, &n, &k_extent})
+    TS_CHECK(e->defined() && e->dtype() == DType::I64, "loop IR: contract extents must be i64");
+  check_operand(a, "contract");
+  check_operand(b, "contract");
+  TS_CHECK(a.dtype() == DType::F32 && b.dtype() == DType::F32, "loop IR: contract operands must be f32");
+  TS_CHECK(epilogue.defined(), "loop IR: contract without an epilogue");
+  for (const std::string* name : {&v.batch, &v.i, &v.j, &v.k, &v.acc})
+    TS_CHECK(!name->empty(), "loop IR: contract variable without a name");
+  auto n_ = make_stmt(StmtKind::Contract);
+  n_->vars = {v.batch, v.i, v.j, v.k, v.acc};
+  n_->operands = {std::move(batch_extent), std::move(m), std::move(n), std::move(k_extent), std::move(a), std::move(b)};
+  n_->body = {std::move(epilogue)};
+  return Stmt(n_);
+}
+
+ContractView contract_parts(const StmtNode& s) {
+  TS_CHECK(s.kind == StmtKind::Contract && s.vars.size() == 5 && s.operands.size() == 6 && s.body.size() == 1,
+           "loop IR: not a contract statement");
+  return {s.vars[0],     s.vars[1],     s.vars[2],     s.vars[3],     s.vars[4],     s.operands[0], s.operands[1],
+          s.operands[2], s.operands[3], s.operands[4], s.operands[5], s.body[0]};
+}
+
 std::vector<std::string> Kernel::assert_messages() const {
   std::vector<std::string> out;
   collect_asserts(body, out);

@@ -12,6 +12,9 @@
 //     a gather). Reductions are ordinary stores into an accumulator buffer.
 //   - Loops carry a kind: serial, parallel (CPU tasks), vectorized,
 //     unrolled, and the GPU block/thread axes the CUDA backend binds.
+//   - A contraction (a GEMM, a batch of them, an implicit-GEMM convolution)
+//     can stay one Contract statement: the dot products and an epilogue per
+//     output element, which a GPU schedule maps onto tensor cores.
 //
 // Kernel calling convention (CPU):
 //   int32_t kernel(void* const* buffers, const int64_t* syms,
@@ -148,7 +151,7 @@ bool as_const_int(const Expr& e, int64_t* out);
 
 // ---- statements --------------------------------------------------------------
 
-enum class StmtKind { For, Store, Let, If, Seq, Allocate, Assert };
+enum class StmtKind { For, Store, Let, If, Seq, Allocate, Assert, Contract };
 
 enum class ForKind {
   Serial,
@@ -186,6 +189,10 @@ struct StmtNode {
   // Assert: the error message when cond is false (the kernel returns).
   std::string message;
   // Allocate: `buffer` (scope Local or Shared, constant shape) lives in body[0].
+  // Contract (see contract() below): vars = {batch, i, j, k, acc};
+  // operands = {batch extent, M, N, K, a, b}; body[0] = the epilogue.
+  std::vector<std::string> vars;
+  std::vector<Expr> operands;
 };
 
 Stmt for_loop(const std::string& var, Expr min, Expr extent, ForKind kind, Stmt body);
@@ -195,6 +202,31 @@ Stmt if_then(Expr cond, Stmt then_s, Stmt else_s = Stmt());
 Stmt seq(std::vector<Stmt> stmts);  // flattens nested Seqs
 Stmt allocate(BufferRef b, Stmt body);
 Stmt assert_that(Expr cond, std::string message);
+
+// A contraction with an epilogue per output element:
+//
+//   for each (batch, i, j) in [0, batch_extent) x [0, m) x [0, n):
+//     acc = Σ_{k in [0, k_extent)} a · b      (f32 products and sums, order unspecified)
+//     epilogue                                 (sees batch, i, j and acc)
+//
+// `a` (f32) may mention batch, i and k, not j; `b` (f32) batch, k and j, not
+// i; neither reads a buffer the epilogue stores to. The epilogues of
+// different elements run in an unspecified order (concurrently on a GPU): one
+// must not read or write what another writes. The variables are bound by the
+// statement (i64; acc f32) and, like loop variables, unique in the kernel.
+struct ContractVars {
+  std::string batch, i, j, k, acc;
+};
+Stmt contract(const ContractVars& v, Expr batch_extent, Expr m, Expr n, Expr k_extent, Expr a, Expr b,
+              Stmt epilogue);
+
+// The parts of a Contract statement, by name.
+struct ContractView {
+  const std::string &batch, &i, &j, &k, &acc;
+  const Expr &batch_extent, &m, &n, &k_extent, &a, &b;
+  const Stmt& epilogue;
+};
+ContractView contract_parts(const StmtNode& s);
 
 // ---- kernels -------------------------------------------------------------------
 

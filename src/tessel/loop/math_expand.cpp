@@ -89,6 +89,13 @@ class Builder {
     return s;
   }
 
+  // `e` with the shared subexpressions written out again (where no let can
+  // go: a contract's operands, which use the statement's own variables).
+  Expr inline_lets(Expr e) const {
+    for (auto it = lets_.rbegin(); it != lets_.rend(); ++it) e = substitute(e, {{it->first, it->second}});
+    return e;
+  }
+
   Expr expand(const Expr& e);
 
  private:
@@ -410,6 +417,15 @@ Expr Builder::expand(const Expr& e) {
 }
 
 Stmt expand_stmt(const Stmt& s, Names& names) {
+  if (s->kind == StmtKind::Contract) {
+    return map_stmt(
+        s,
+        [&](const Expr& e) {
+          Builder b(names);
+          return b.inline_lets(b.expand(e));
+        },
+        [&](const Stmt& body) { return expand_stmt(body, names); });
+  }
   Builder b(names);
   Stmt r = map_stmt(s, [&](const Expr& e) { return b.expand(e); },
                     [&](const Stmt& body) { return expand_stmt(body, names); });

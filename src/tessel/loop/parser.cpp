@@ -358,6 +358,7 @@ class Parser {
     if (t.text == "allocate") return allocate_stmt();
     if (t.text == "if") return if_stmt();
     if (t.text == "assert") return assert_stmt();
+    if (t.text == "contract" && peek(1).kind == Tok::Ident) return contract_stmt();
     if (t.text == "for" || is_word("for", 1)) return for_stmt();
     return store_stmt();
   }
@@ -410,6 +411,46 @@ class Parser {
     expect(",");
     if (peek().kind != Tok::String) error(str_cat("expected a quoted message, found ", found()));
     return assert_that(cond, next().text);
+  }
+
+  // contract b in [0, B), i in [0, M), j in [0, N), k in [0, K): acc = dot(a, b) { epilogue }
+  Stmt contract_stmt() {
+    const Token& at = next();
+    std::string names[4];
+    Expr extents[4];
+    for (size_t d = 0; d < 4; ++d) {
+      if (d) expect(",");
+      names[d] = ident("a contract variable");
+      expect_word("in");
+      expect("[");
+      if (!is_const(expr(), 0)) error("contract ranges start at 0");
+      expect(",");
+      extents[d] = expr();
+      expect(")");
+    }
+    expect(":");
+    const std::string acc = ident("the accumulator's name");
+    expect("=");
+    expect_word("dot");
+    expect("(");
+    const size_t mark = vars_.size();
+    for (const std::string& n : names) declare_var(n, DType::I64);
+    const Expr a = expr();
+    expect(",");
+    const Expr b = expr();
+    expect(")");
+    vars_.resize(mark);
+    for (size_t d = 0; d < 3; ++d) declare_var(names[d], DType::I64);
+    declare_var(acc, DType::F32);
+    expect("{");
+    const Stmt epilogue = block();
+    vars_.resize(mark);
+    try {
+      return contract({names[0], names[1], names[2], names[3], acc}, extents[0], extents[1], extents[2], extents[3],
+                      a, b, epilogue);
+    } catch (const Error& e) {
+      Lexer::error(at, e.what());
+    }
   }
 
   ForKind for_kind() {

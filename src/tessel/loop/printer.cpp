@@ -246,7 +246,29 @@ class StmtPrinter {
         expr(s->value);
         os_ << ", " << quoted(s->message) << "\n";
         return;
+      case StmtKind::Contract: contract(*s, indent); return;
     }
+  }
+
+  // contract b in [0, B), i in [0, M), j in [0, N), k in [0, K): acc = dot(a, b) { epilogue }
+  void contract(const StmtNode& s, int indent) {
+    const ContractView c = contract_parts(s);
+    line(indent);
+    os_ << "contract ";
+    const std::pair<const std::string*, const Expr*> axes[] = {
+        {&c.batch, &c.batch_extent}, {&c.i, &c.m}, {&c.j, &c.n}, {&c.k, &c.k_extent}};
+    for (size_t d = 0; d < 4; ++d) {
+      os_ << (d ? ", " : "") << *axes[d].first << " in [0, ";
+      expr(*axes[d].second);
+      os_ << ")";
+    }
+    os_ << ": " << c.acc << " = dot(";
+    expr(c.a);
+    os_ << ", ";
+    expr(c.b);
+    os_ << ")";
+    braced(c.epilogue, indent);
+    os_ << "\n";
   }
 
   std::ostream& os_;

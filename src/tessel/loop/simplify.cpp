@@ -20,6 +20,7 @@ class StmtSimplifier {
       case StmtKind::Allocate: return allocate_rule(s);
       case StmtKind::Assert: return assert_rule(s);
       case StmtKind::Store: return exprs_only(s);
+      case StmtKind::Contract: return contract_rule(s);
     }
     return s;
   }
@@ -91,6 +92,27 @@ class StmtSimplifier {
   Stmt allocate_rule(const Stmt& s) {
     Stmt body = run(s->body[0]);
     return is_no_op(body) ? body : allocate(s->buffer, body);
+  }
+
+  Stmt contract_rule(const Stmt& s) {
+    const ContractView c = contract_parts(*s);
+    const Expr extents[] = {expr(c.batch_extent), expr(c.m), expr(c.n), expr(c.k_extent)};
+    const std::string* vars[] = {&c.batch, &c.i, &c.j, &c.k};
+    // No output elements => nothing (an empty K still runs the epilogues).
+    for (size_t d = 0; d < 3; ++d) {
+      int64_t n = 0;
+      if (as_const_int(extents[d], &n) && n <= 0) return no_op();
+    }
+    for (size_t d = 0; d < 4; ++d) {
+      int64_t n = 0;
+      if (as_const_int(extents[d], &n) && n > 0) bounds_[*vars[d]] = {0, n - 1};
+    }
+    const Expr a = expr(c.a), b = expr(c.b);
+    bounds_.erase(c.k);
+    Stmt epilogue = run(c.epilogue);
+    for (const std::string* v : vars) bounds_.erase(*v);
+    if (is_no_op(epilogue)) return no_op();
+    return contract({c.batch, c.i, c.j, c.k, c.acc}, extents[0], extents[1], extents[2], extents[3], a, b, epilogue);
   }
 
   Stmt assert_rule(const Stmt& s) {

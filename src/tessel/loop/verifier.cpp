@@ -6,6 +6,7 @@
 
 #include "tessel/loop/intrinsics.h"
 #include "tessel/loop/printer.h"
+#include "tessel/loop/visit.h"
 #include "tessel/support/error.h"
 
 namespace tessel::loop {
@@ -205,7 +206,41 @@ class Verifier {
         return;
       case StmtKind::Allocate: allocate_stmt(s); return;
       case StmtKind::Assert: condition(s->value, "assert"); return;
+      case StmtKind::Contract: contract_stmt(*s); return;
     }
+  }
+
+  void contract_stmt(const StmtNode& s) {
+    check(s.vars.size() == 5 && s.operands.size() == 6 && s.body.size() == 1, "malformed contract statement");
+    const ContractView c = contract_parts(s);
+    const char* what[] = {"batch extent", "M", "N", "K"};
+    const Expr* extents[] = {&c.batch_extent, &c.m, &c.n, &c.k_extent};
+    for (size_t d = 0; d < 4; ++d) index(*extents[d], str_cat("contract ", what[d]));
+    for (const std::string* v : {&c.batch, &c.i, &c.j, &c.k}) {
+      check(loop_vars_.insert(*v).second, str_cat("contract variable '", *v, "' is used by two loops"));
+      bind(*v, DType::I64);
+    }
+    for (const Expr* e : {&c.a, &c.b}) {
+      expr(*e);
+      check(e->dtype() == DType::F32, str_cat("contract operand is not f32: ", print(*e)));
+    }
+    check(!mentions_var(c.a, c.j), str_cat("contract operand a mentions the column variable ", c.j));
+    check(!mentions_var(c.b, c.i), str_cat("contract operand b mentions the row variable ", c.i));
+    scope_.erase(c.k);
+    bind(c.acc, DType::F32);
+    std::set<const Buffer*> stored;
+    visit_stmt(c.epilogue, [&](const Stmt& st) {
+      if (st->kind == StmtKind::Store) stored.insert(st->buffer.get());
+    }, [](const Expr&) {});
+    for (const Expr* e : {&c.a, &c.b})
+      visit_expr(*e, [&](const Expr& x) {
+        if (x->kind == ExprKind::Load && stored.count(x->buffer.get()))
+          error(str_cat("contract operand reads %", x->buffer->name, ", which its epilogue stores to"));
+      });
+    ++loop_depth_;
+    stmt(c.epilogue);
+    --loop_depth_;
+    for (const std::string* v : {&c.batch, &c.i, &c.j, &c.acc}) scope_.erase(*v);
   }
 
   void body(const Stmt& s, size_t n) {

@@ -8,6 +8,9 @@
 //     identity); stores never write an input param; allocated buffers are
 //     Local (or Shared, CUDA only) with constant shapes; param shapes use
 //     only syms;
+//   - Contract statements (ir.h): i64 extents, f32 operands, `a` free of the
+//     column variable and `b` of the row variable, neither reading a buffer
+//     the epilogue stores to; their variables count as loop variables;
 //   - Vectorized and Unrolled loops have constant extents;
 //   - CPU: at most one Parallel loop, not nested in a loop or an if, with
 //     bounds over syms only (the runtime splits [0, extent) into tasks); no

@@ -52,6 +52,7 @@ std::vector<Expr> stmt_exprs(const Stmt& s) {
     case StmtKind::Store: out = s->indices; out.push_back(s->value); break;
     case StmtKind::Let: case StmtKind::If: case StmtKind::Assert: out = {s->value}; break;
     case StmtKind::Seq: case StmtKind::Allocate: break;
+    case StmtKind::Contract: out = s->operands; break;
   }
   return out;
 }
@@ -80,6 +81,11 @@ Stmt map_stmt(const Stmt& s, const std::function<Expr(const Expr&)>& fe,
     case StmtKind::Seq: return seq(std::move(body));
     case StmtKind::Allocate: return allocate(s->buffer, body[0]);
     case StmtKind::Assert: return assert_that(exprs[0], s->message);
+    case StmtKind::Contract: {
+      const ContractView c = contract_parts(*s);
+      return contract({c.batch, c.i, c.j, c.k, c.acc}, exprs[0], exprs[1], exprs[2], exprs[3], exprs[4], exprs[5],
+                      body[0]);
+    }
   }
   fail("loop IR: unknown statement kind");
 }
@@ -130,6 +136,15 @@ Expr substitute(const Expr& e, const VarMap& m) {
 
 Stmt substitute(const Stmt& s, const VarMap& m) {
   if (m.empty()) return s;
+  if (s->kind == StmtKind::Contract) {
+    // The extents are outside the statement's bindings; a, b and the
+    // epilogue inside them.
+    VarMap inner = m;
+    for (const std::string& v : s->vars) inner.erase(v);
+    size_t n = 0;
+    return map_stmt(s, [&](const Expr& e) { return substitute(e, n++ < 4 ? m : inner); },
+                    [&](const Stmt& b) { return substitute(b, inner); });
+  }
   const bool binds = (s->kind == StmtKind::For || s->kind == StmtKind::Let) && m.count(s->var);
   if (!binds) {
     return map_stmt(s, [&](const Expr& e) { return substitute(e, m); },
@@ -160,6 +175,7 @@ std::set<std::string> names_in(const Stmt& s) {
       s,
       [&](const Stmt& st) {
         if (st->kind == StmtKind::For || st->kind == StmtKind::Let) out.insert(st->var);
+        out.insert(st->vars.begin(), st->vars.end());
       },
       [&](const Expr& e) {
         visit_expr(e, [&](const Expr& x) {

@@ -23,8 +23,9 @@ Expr with_args(const Expr& e, std::vector<Expr> args);
 Expr map_args(const Expr& e, const std::function<Expr(const Expr&)>& f);
 
 // Applies `fe` to every expression held directly by `s` (loop bounds, store
-// indices and value, let value, if/assert condition) and `fs` to every child
-// statement, and rebuilds `s`; returns `s` itself when nothing changed.
+// indices and value, let value, if/assert condition, contract extents and
+// operands), in stmt_exprs order, and `fs` to every child statement, and
+// rebuilds `s`; returns `s` itself when nothing changed.
 Stmt map_stmt(const Stmt& s, const std::function<Expr(const Expr&)>& fe,
               const std::function<Stmt(const Stmt&)>& fs);
 

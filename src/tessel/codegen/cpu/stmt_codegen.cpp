@@ -30,6 +30,8 @@ void KernelEmitter::emit_stmt(const Stmt& s) {
       return;
     case StmtKind::Allocate: emit_allocate(*s); return;
     case StmtKind::Assert: emit_assert(*s); return;
+    case StmtKind::Contract:
+      fail("cpu codegen: contract statements are for GPU schedules; the CPU lowers contractions with gemm_nest");
   }
   fail("cpu codegen: unknown statement kind");
 }
