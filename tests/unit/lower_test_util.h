@@ -27,6 +27,29 @@ struct EvalRun {
   std::map<std::string, size_t> schedules;  // kernels per LoweredGroup::schedule
 };
 
+// Runs a lowered group's kernel in the evaluator on the values computed so
+// far (symbols bound by `bind`) and stores its output in `vals`; an assert
+// that fails throws its message.
+inline void eval_group(const LoweredGroup& lg, const std::map<std::string, int64_t>& bind,
+                       std::map<const Value*, RtValue>& vals) {
+  std::vector<void*> bufs;
+  for (size_t i = 0; i < lg.kernel.num_inputs; ++i) {
+    const Value* v = lg.params[i];
+    const Tensor& t = v->constant ? *v->constant : vals.at(v).tensor;
+    bufs.push_back(const_cast<uint8_t*>(t.raw()));
+  }
+  const Value* out = lg.params.back();
+  std::vector<int64_t> dims;
+  for (const Dim& d : *out->type.shape) dims.push_back(*d.eval(bind));
+  Tensor result(out->type.dtype, dims);
+  bufs.push_back(result.mutable_raw());
+  std::vector<int64_t> syms;
+  for (const std::string& s : lg.kernel.syms) syms.push_back(bind.at(s));
+  const int32_t rc = loop::run_kernel(lg.kernel, bufs, syms);
+  if (rc != 0) throw Error(lg.kernel.assert_messages().at(static_cast<size_t>(rc - 1)));
+  vals[out] = RtValue(result);
+}
+
 // Runs m with every compiled group lowered (as driver/compiler.h plans it) and
 // evaluated, the others interpreted.
 inline EvalRun run_lowered(const Model& m, const std::vector<RtValue>& inputs) {
@@ -57,22 +80,7 @@ inline EvalRun run_lowered(const Model& m, const std::vector<RtValue>& inputs) {
     }
     const LoweredGroup& lg = c.lowered.at(next++);
     loop::verify(lg.kernel);
-    std::vector<void*> bufs;
-    for (size_t i = 0; i < lg.kernel.num_inputs; ++i) {
-      const Value* v = lg.params[i];
-      const Tensor& t = v->constant ? *v->constant : vals.at(v).tensor;
-      bufs.push_back(const_cast<uint8_t*>(t.raw()));
-    }
-    const Value* out = lg.params.back();
-    std::vector<int64_t> dims;
-    for (const Dim& d : *out->type.shape) dims.push_back(*d.eval(bind));
-    Tensor result(out->type.dtype, dims);
-    bufs.push_back(result.mutable_raw());
-    std::vector<int64_t> syms;
-    for (const std::string& s : lg.kernel.syms) syms.push_back(bind.at(s));
-    const int32_t rc = loop::run_kernel(lg.kernel, bufs, syms);
-    if (rc != 0) throw Error(lg.kernel.assert_messages().at(static_cast<size_t>(rc - 1)));
-    vals[out] = RtValue(result);
+    eval_group(lg, bind, vals);
     ++r.kernels;
     if (lg.schedule == "gemm") ++r.gemm_kernels;
     ++r.schedules[lg.schedule];

@@ -1,7 +1,8 @@
 // The GEMM path of the lowering engine: a group made of one contraction
 // (MatMul, Gemm) and the elementwise ops that consume it is lowered as the
 // packed, register-blocked GEMM of schedule/gemm.h, with the rest of the
-// group as its epilogue.
+// group as its epilogue; with NestSchedule::gpu_gemm, as one Contract
+// statement (loop/ir.h) holding the same A, B and epilogue instead.
 //
 // How the pieces are found without a pattern per op: the group's root is
 // lowered once at symbolic indices (gb*, gi*, gj) while the contraction's
@@ -74,13 +75,27 @@ void GroupLowerer::capture_product(const Expr& a, const Expr& b) {
   gemm_.b = b;
 }
 
-// A float MatMul or Gemm: what the packed GEMM can take.
-bool gemm_candidate(const Node& n) {
-  return n.domain.empty() && (n.op == "MatMul" || n.op == "Gemm") && n.outputs.at(0)->type.dtype == DType::F32;
+bool gemm_output_type(DType t, bool contract) {
+  return t == DType::F32 || (contract && (t == DType::F16 || t == DType::BF16));
+}
+
+// A float MatMul or Gemm: what the packed GEMM can take (f32), or the
+// Contract statement (f32, f16, bf16: all sum in f32).
+bool gemm_candidate(const Node& n, bool contract) {
+  return n.domain.empty() && (n.op == "MatMul" || n.op == "Gemm") &&
+         gemm_output_type(n.outputs.at(0)->type.dtype, contract);
+}
+
+Stmt contract_statement(const GemmOperands& ops, const std::string& prefix) {
+  const loop::ContractVars v{ops.batch_var.empty() ? prefix + "_b" : ops.batch_var, prefix + "_i", prefix + "_j",
+                             prefix + "_k", prefix + "_acc"};
+  const Expr i = loop::var(v.i), j = loop::var(v.j), k = loop::var(v.k);
+  return loop::contract(v, ops.batch, ops.M, ops.N, ops.K, ops.a(i, k), ops.b(k, j),
+                        ops.epilogue(i, j, loop::var(v.acc, DType::F32)));
 }
 
 std::optional<LoweredGroup> GroupLowerer::try_contraction() {
-  if (!sched_.gemm) return std::nullopt;
+  if (!sched_.gemm && !sched_.gpu_gemm) return std::nullopt;
   const Node* c = nullptr;
   for (const Node* n : group_.nodes) {
     const OpSchema* s = reg_.find(n->domain, n->op);
@@ -91,10 +106,14 @@ std::optional<LoweredGroup> GroupLowerer::try_contraction() {
       c = n;
     }
   }
-  if (!c || !(gemm_candidate(*c) || conv_candidate(*c))) return std::nullopt;
+  const bool contract = sched_.gpu_gemm;
+  if (!c || !(gemm_candidate(*c, contract) || conv_candidate(*c, contract))) return std::nullopt;
+  // Grouped convolutions have no Contract form (the CPU's direct depthwise
+  // kernel is a CPU schedule): the generic nest, one thread per element.
+  if (contract && c->op == "Conv" && c->attr_int("group", 1) != 1) return std::nullopt;
   std::optional<LoweredGroup> lg;
   try {
-    lg = conv_candidate(*c) ? lower_conv(*c) : lower_contraction(*c);
+    lg = conv_candidate(*c, contract) ? lower_conv(*c) : lower_contraction(*c);
   } catch (const NotGemm&) {
   } catch (const LoweringUnsupported&) {
     return std::nullopt;  // the generic path reports it
@@ -214,6 +233,14 @@ std::optional<LoweredGroup> GroupLowerer::lower_contraction(const Node& c) {
     instance[ej->name] = j;
     return loop::substitute(st, instance);
   };
+
+  if (sched_.gpu_gemm) {
+    const Stmt body = contract_statement(ops, fresh("g"));
+    gemm_ = GemmCapture{};
+    LoweredGroup lg = finish(body, out_buf, std::nullopt);
+    lg.schedule = "contract";
+    return lg;
+  }
 
   // Tiles over (M block, N block) pack each B block once per M block, as
   // the M-block loop does, and give a small M (an LM head: M = 128, N =

@@ -128,8 +128,8 @@ int64_t product(const Idx& extents) {
 
 }  // namespace
 
-bool conv_candidate(const Node& n) {
-  return n.domain.empty() && n.op == "Conv" && n.outputs.at(0)->type.dtype == DType::F32;
+bool conv_candidate(const Node& n, bool contract) {
+  return n.domain.empty() && n.op == "Conv" && gemm_output_type(n.outputs.at(0)->type.dtype, contract);
 }
 
 Expr GroupLowerer::conv_reduce(ReduceOp op, const Expr& init, const Idx& extents,
@@ -252,6 +252,15 @@ std::optional<LoweredGroup> GroupLowerer::lower_conv(const Node& c) {
   // pairs, so that one image still spreads over the cores.
   ops.batch = shape[0];
   ops.batch_var = n->name;
+  if (sched_.gpu_gemm) {
+    const Stmt body = contract_statement(ops, fresh("g"));
+    for (loop::BufferRef& p : params_) p = flat.view_or_self(p);
+    gemm_ = GemmCapture{};
+    conv_ = ConvCapture{};
+    LoweredGroup lg = finish(body, flat.view_or_self(out_buf), std::nullopt);
+    lg.schedule = "conv_contract";
+    return lg;
+  }
   const int64_t images = dims[0].is_const() ? dims[0].value() : -1;
   // The runtime picks the thread count; balance the tiles for at least two.
   CpuInfo cpu = sched_.cpu;

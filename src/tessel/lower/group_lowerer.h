@@ -14,6 +14,10 @@
 #include "tessel/lower/lower_group.h"
 #include "tessel/ops/lowering.h"
 
+namespace tessel {
+struct GemmOperands;
+}
+
 namespace tessel::lowering {
 using loop::Expr;
 using loop::Stmt;
@@ -133,8 +137,15 @@ class GroupLowerer {
 // Thrown inside the GEMM path when the group does not fit it.
 struct NotGemm {};
 
+// Output types of the GEMM path: f32 for the packed CPU GEMM; f32, f16 and
+// bf16 for a Contract statement (`contract`), which sums in f32 either way.
+bool gemm_output_type(DType t, bool contract);
 // A float Conv, which lower_conv may take.
-bool conv_candidate(const Node& n);
+bool conv_candidate(const Node& n, bool contract);
+// The GEMM as one Contract statement (NestSchedule::gpu_gemm); its
+// variables are named prefix + "_i", "_j", "_k", "_acc" (and "_b" without a
+// batch variable of the operands).
+Stmt contract_statement(const GemmOperands& ops, const std::string& prefix);
 
 Expr combine(ReduceOp op, const Expr& acc, const Expr& v);
 Stmt wrap_allocs(const std::vector<loop::BufferRef>& allocs, Stmt body);

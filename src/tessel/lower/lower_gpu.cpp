@@ -13,6 +13,7 @@ NestSchedule gpu_nest_schedule() {
   s.vector_width = 1;
   s.parallel = true;
   s.gemm = false;
+  s.gpu_gemm = true;
   return s;
 }
 
@@ -33,7 +34,8 @@ LoweredGroup lower_group_for_gpu(const FusionGroup& g, const OpRegistry& reg, co
   LoweredGroup lg = lower_group_gpu_nest(g, reg);
   lg.kernel = schedule_for_gpu(lg.kernel, o);
   lg.parallel_extent.reset();  // the grid covers the iterations now
-  lg.schedule = "gpu";
+  const bool mma = lg.schedule == "contract" || lg.schedule == "conv_contract";
+  lg.schedule = mma ? "gpu_mma" : "gpu";
   return lg;
 }
 

@@ -34,6 +34,10 @@ struct NestSchedule {
   int vector_width = 16;      // lanes of the innermost loop; 1 = no vectorisation
   bool parallel = true;       // fuse the outer dims into one parallel loop
   bool gemm = true;           // contraction groups use the packed GEMM schedule (schedule/gemm.h)
+  // Contraction groups (f32, f16 or bf16 MatMul/Gemm, group-1 Conv) become
+  // one loop IR Contract statement (loop/ir.h) instead, with the rest of the
+  // group as its epilogue: what the GPU's tensor-core schedule takes.
+  bool gpu_gemm = false;
   CpuInfo cpu = cpu_info_from_features("+avx,+avx2,+fma");  // the target, for the GEMM blocking
 };
 
@@ -43,7 +47,9 @@ struct LoweredGroup {
   // Iterations of the kernel's top-level parallel loop (nullopt: none).
   std::optional<Dim> parallel_extent;
   // The schedule that built the nest: "gemm" (packed register-blocked GEMM,
-  // schedule/gemm.h) or "nest" (the generic loop nest).
+  // schedule/gemm.h), "conv_gemm" (its implicit-GEMM convolution), "contract"
+  // and "conv_contract" (a Contract statement, NestSchedule::gpu_gemm) or
+  // "nest" (the generic loop nest).
   std::string schedule = "nest";
 };
 

@@ -169,6 +169,26 @@ Stmt single_thread(const Stmt& body, std::set<std::string>* taken) {
                         loop::for_loop(t, Expr(0), Expr(1), ForKind::GpuThreadX, serial));
 }
 
+// Contract statements, found through Seq, Let, Allocate and Assert (what
+// the tensor-core emitter accepts around one); nullptr and *other when one
+// sits anywhere else.
+const StmtNode* find_contract(const Stmt& s, bool* elsewhere) {
+  if (s->kind == StmtKind::Contract) return s.node.get();
+  const bool transparent = s->kind == StmtKind::Seq || s->kind == StmtKind::Let || s->kind == StmtKind::Allocate;
+  const StmtNode* found = nullptr;
+  for (const Stmt& c : s->body) {
+    if (!transparent) {
+      loop::visit_stmt(c, [&](const Stmt& x) { *elsewhere = *elsewhere || x->kind == StmtKind::Contract; },
+                       [](const Expr&) {});
+      continue;
+    }
+    const StmtNode* f = find_contract(c, elsewhere);
+    if (f && found) *elsewhere = true;
+    if (f) found = f;
+  }
+  return found;
+}
+
 }  // namespace
 
 loop::Kernel schedule_for_gpu(const loop::Kernel& k, const GpuScheduleOptions& o) {
@@ -178,6 +198,17 @@ loop::Kernel schedule_for_gpu(const loop::Kernel& k, const GpuScheduleOptions& o
   std::set<std::string> taken = loop::names_in(k.body);
   taken.insert(k.syms.begin(), k.syms.end());
   const std::set<std::string> syms(k.syms.begin(), k.syms.end());
+  bool elsewhere = false;
+  if (find_contract(k.body, &elsewhere) || elsewhere) {
+    // The tensor-core GEMM (codegen/cuda/mma_gemm.h) maps the statement
+    // onto blocks, warps and mma instructions itself.
+    TS_CHECK(!elsewhere, "gpu schedule: kernel ", k.name,
+             " has a contract statement inside a loop or an if, or more than one");
+    TS_CHECK(!find_parallel(k.body), "gpu schedule: kernel ", k.name, " has a contract and a parallel loop");
+    out = loop::simplify(out);
+    loop::verify(out, loop::Target::Cuda);
+    return out;
+  }
   const StmtNode* par = find_parallel(k.body);
   if (!par || stores_param_outside(k.body)) {
     out.body = single_thread(k.body, &taken);

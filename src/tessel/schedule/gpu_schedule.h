@@ -23,6 +23,11 @@
 // buffers. A kernel without a parallel loop, or one that stores to a
 // parameter outside it, runs in a single thread.
 //
+// A kernel holding a Contract statement (loop/ir.h: a GEMM with its
+// epilogue; at the top level, among lets, allocations and asserts only) is
+// left as it is: the CUDA emitter gives it the tensor-core GEMM schedule of
+// codegen/cuda/mma_gemm.h (blocks, warps, mma.sync).
+//
 // The result passes verify(k, Target::Cuda).
 #pragma once
 
