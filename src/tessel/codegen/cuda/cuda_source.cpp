@@ -2,6 +2,7 @@
 #include "tessel/codegen/cuda/cuda_source.h"
 
 #include <cctype>
+#include <optional>
 #include <set>
 
 #include "tessel/codegen/cuda/emitter.h"
@@ -88,16 +89,33 @@ bool is_gpu_axis(ForKind k) {
   return k != ForKind::Serial && k != ForKind::Parallel && k != ForKind::Vectorized && k != ForKind::Unrolled;
 }
 
+// The kernel's Contract statements (at most one may be emitted).
+std::vector<const StmtNode*> contracts_in(const Stmt& body) {
+  std::vector<const StmtNode*> found;
+  loop::visit_stmt(body, [&](const Stmt& s) {
+    if (s->kind == StmtKind::Contract) found.push_back(s.node.get());
+  }, [](const Expr&) {});
+  return found;
+}
+
 // Writes one kernel. Statements are emitted in pre-order, so asserts are
-// numbered as Kernel::assert_messages() numbers them.
-class KernelWriter {
+// numbered as Kernel::assert_messages() numbers them. A kernel holding a
+// Contract statement is a tensor-core GEMM (mma_gemm.h): the statement sets
+// the launch geometry, so the kernel has no GPU-axis loops; outside it only
+// lets, allocations, asserts and local stores, which every thread runs.
+class KernelWriter final : public CodeSink {
  public:
   explicit KernelWriter(const loop::Kernel& k) : k_(k), syms_(k.syms.begin(), k.syms.end()) {}
 
   std::string write(KernelSource* info) {
     info->kernel_name = k_.name;
     info->symbol = kernel_symbol(k_.name);
-    std::string sig = "extern \"C\" __global__ void " + info->symbol + "(";
+    const std::vector<const StmtNode*> contracts = contracts_in(k_.body);
+    TS_CHECK(contracts.size() <= 1, "cuda codegen: kernel ", k_.name, " holds more than one contract statement");
+    if (!contracts.empty()) mma_ = plan_mma_gemm(*contracts[0]);
+    std::string sig = "extern \"C\" __global__ void ";
+    if (mma_) sig += str_cat("__launch_bounds__(", mma_->tiles.threads(), ") ");
+    sig += info->symbol + "(";
     for (size_t i = 0; i < k_.params.size(); ++i) {
       const loop::Buffer& b = *k_.params[i];
       sig += str_cat(i < k_.num_inputs ? "const " : "", storage_type(b.dtype), "* ", buffer_name(b.name), ", ");
@@ -114,32 +132,18 @@ class KernelWriter {
     return out_.str();
   }
 
- private:
-  void line(const std::string& text) { out_ << std::string(2 * static_cast<size_t>(indent_), ' ') << text << "\n"; }
-
-  // Row-major strides; constant ones inline, others as named constants.
-  void declare_strides(const loop::Buffer& b) {
-    std::vector<std::string> strides(b.shape.size());
-    Expr s = Expr(1);
-    for (size_t d = b.shape.size(); d-- > 0;) {
-      const Expr folded = loop::simplify(s);
-      int64_t c = 0;
-      if (loop::as_const_int(folded, &c)) {
-        strides[d] = c == 1 ? "1" : str_cat(c, "ll");
-      } else {
-        strides[d] = str_cat("s_", mangle(b.name), "_", d);
-        line(str_cat("const long long ", strides[d], " = ", ex_.emit(folded), ";"));
-      }
-      s = s * b.shape[d];
-    }
-    ex_.add_buffer(&b, std::move(strides));
+  // CodeSink, for the GEMM emitter.
+  void line(const std::string& text) override {
+    out_ << std::string(2 * static_cast<size_t>(indent_), ' ') << text << "\n";
   }
-
-  void stmt(const Stmt& s) {
+  void indent(int delta) override { indent_ += delta; }
+  void stmt(const Stmt& s) override {
     if (!s.defined()) return;
     switch (s->kind) {
       case StmtKind::For: for_loop(*s); return;
       case StmtKind::Store:
+        TS_CHECK(!mma_ || in_epilogue_ || s->buffer->scope != loop::BufferScope::Param, "cuda codegen: kernel ",
+                 k_.name, " stores to %", s->buffer->name, " outside its contract statement");
         line(str_cat(buffer_name(s->buffer->name), "[", ex_.flat_index(*s->buffer, s->indices),
                      "] = ", ExprEmitter::to_storage(s->buffer->dtype, ex_.emit(s->value)), ";"));
         return;
@@ -158,6 +162,7 @@ class KernelWriter {
       case StmtKind::Assert:
         line(str_cat("if (!", ex_.emit(s->value), ") { ts_fail(ts_error, ", ++asserts_, "); return; }"));
         return;
+      case StmtKind::Contract: contract(*s); return;
     }
     fail("cuda codegen: unknown statement kind");
   }
@@ -170,11 +175,13 @@ class KernelWriter {
 
   void if_then(const StmtNode& s) {
     line("if (" + ex_.emit(s.value) + ") {");
+    ++if_depth_;
     block(s.body[0]);
     if (s.body.size() > 1 && s.body[1].defined()) {
       line("} else {");
       block(s.body[1]);
     }
+    --if_depth_;
     line("}");
   }
 
@@ -195,6 +202,7 @@ class KernelWriter {
   // The loop's one iteration per block/thread, guarded by its extent.
   void gpu_loop(const StmtNode& s) {
     const Axis a = axis_of(s.for_kind);
+    TS_CHECK(!mma_, "cuda codegen: kernel ", k_.name, " has a contract statement and GPU-axis loop ", s.var);
     TS_CHECK(serial_loops_ == 0, "cuda codegen: ", loop::for_kind_name(s.for_kind), " loop ", s.var,
              " is nested in a serial loop");
     TS_CHECK(axes_.insert(s.for_kind).second, "cuda codegen: more than one ", loop::for_kind_name(s.for_kind),
@@ -214,6 +222,34 @@ class KernelWriter {
     stmt(s.body[0]);
     --indent_;
     line("}");
+  }
+  ExprEmitter& expr() override { return ex_; }
+
+ private:
+  // Row-major strides; constant ones inline, others as named constants.
+  void declare_strides(const loop::Buffer& b) {
+    std::vector<std::string> strides(b.shape.size());
+    Expr s = Expr(1);
+    for (size_t d = b.shape.size(); d-- > 0;) {
+      const Expr folded = loop::simplify(s);
+      int64_t c = 0;
+      if (loop::as_const_int(folded, &c)) {
+        strides[d] = c == 1 ? "1" : str_cat(c, "ll");
+      } else {
+        strides[d] = str_cat("s_", mangle(b.name), "_", d);
+        line(str_cat("const long long ", strides[d], " = ", ex_.emit(folded), ";"));
+      }
+      s = s * b.shape[d];
+    }
+    ex_.add_buffer(&b, std::move(strides));
+  }
+
+  void contract(const StmtNode& s) {
+    TS_CHECK(serial_loops_ == 0 && if_depth_ == 0 && !in_epilogue_, "cuda codegen: the contract statement of ",
+             k_.name, " is inside a loop or an if (schedule_for_gpu leaves it at the top level)");
+    in_epilogue_ = true;
+    launch_ = emit_mma_gemm(s, *mma_, syms_, *this);
+    in_epilogue_ = false;
   }
 
   void allocate(const StmtNode& s) {
@@ -245,6 +281,9 @@ class KernelWriter {
   int indent_ = 0;
   int asserts_ = 0;
   int serial_loops_ = 0;
+  int if_depth_ = 0;
+  std::optional<MmaPlan> mma_;  // the kernel is a tensor-core GEMM
+  bool in_epilogue_ = false;
   std::set<ForKind> axes_;
   LaunchGeometry launch_;
 };
@@ -257,6 +296,11 @@ std::string kernel_symbol(const std::string& kernel_name) { return "tessel_" + d
 CudaSource emit_cuda_source(const std::vector<loop::Kernel>& kernels) {
   CudaSource src;
   std::string code = detail::prelude();
+  for (const loop::Kernel& k : kernels) {
+    if (detail::contracts_in(k.body).empty()) continue;
+    code += detail::mma_prelude();
+    break;
+  }
   std::set<std::string> symbols;
   for (const loop::Kernel& k : kernels) {
     loop::verify(k, loop::Target::Cuda);

@@ -2,11 +2,13 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "tessel/codegen/cuda/cuda_source.h"
+#include "tessel/codegen/cuda/mma_gemm.h"
 #include "tessel/loop/ir.h"
 
 namespace tessel::cuda::detail {
@@ -45,5 +47,27 @@ class ExprEmitter {
   std::string call(const loop::ExprNode& n);
   std::map<const loop::Buffer*, std::vector<std::string>> strides_;
 };
+
+// What the tensor-core GEMM emitter (mma_gemm.cpp) needs from the kernel
+// writer: lines at the current indentation, the statement emitter (for the
+// epilogue) and the expression emitter.
+class CodeSink {
+ public:
+  virtual ~CodeSink() = default;
+  virtual void line(const std::string& text) = 0;
+  virtual void indent(int delta) = 0;
+  virtual void stmt(const loop::Stmt& s) = 0;
+  virtual ExprEmitter& expr() = 0;
+};
+
+// The helpers of GEMM kernels (mma.sync wrappers, tf32 splitting), emitted
+// once after the prelude when a kernel holds a Contract statement.
+const char* mma_prelude();
+
+// Writes a Contract statement as the tensor-core GEMM of `plan` (see
+// mma_gemm.h) and returns the kernel's launch geometry. Its extents may use
+// only `syms` (the launch is computed from them on the host).
+LaunchGeometry emit_mma_gemm(const loop::StmtNode& contract, const MmaPlan& plan,
+                             const std::set<std::string>& syms, CodeSink& out);
 
 }  // namespace tessel::cuda::detail

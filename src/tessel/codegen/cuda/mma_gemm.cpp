@@ -1,0 +1,430 @@
+// Contract statements as tensor-core GEMM kernels (mma_gemm.h). The
+// fragment layouts are those of the PTX ISA ("Matrix Fragments for
+// mma.m16n8k16 with floating point type" and "... for mma.m16n8k8"), with
+// groupID g = lane >> 2 and threadID_in_group t = lane % 4:
+//
+//   m16n8k16 .bf16/.f16 (registers hold two k-consecutive halves, the lower
+//   k in the low 16 bits):
+//     A: reg0 (row g, k 2t..2t+1)  reg1 (g + 8, 2t..)  reg2 (g, 2t + 8..)  reg3 (g + 8, 2t + 8..)
+//     B: reg0 (k 2t..2t+1, col g)  reg1 (k 2t + 8.., col g)
+//   m16n8k8 .tf32:
+//     A: a0 (row g, k t)  a1 (g + 8, t)  a2 (g, t + 4)  a3 (g + 8, t + 4)
+//     B: b0 (k t, col g)  b1 (k t + 4, col g)
+//   both, f32 accumulators:
+//     c0 (row g, col 2t)  c1 (g, 2t + 1)  c2 (g + 8, 2t)  c3 (g + 8, 2t + 1)
+//
+// Shared memory keeps A as [BM][BK] and B as [BN][BK] (k contiguous), so
+// every fragment register is one 32-bit shared load: for halves the word
+// (kk / 2 + t) of a row holds k = kk + 2t and kk + 2t + 1. A row is BK / 2 + 4
+// words (halves) or BK + 4 floats: 20 words, and 20 g mod 32 takes 8
+// distinct multiples of 4 for g = 0..7, so the 32 lanes' loads (word 20 g + t)
+// hit 32 distinct banks.
+#include "tessel/codegen/cuda/mma_gemm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <vector>
+
+#include "tessel/codegen/cuda/emitter.h"
+#include "tessel/loop/scalar.h"
+#include "tessel/loop/simplify.h"
+#include "tessel/loop/visit.h"
+#include "tessel/support/error.h"
+
+namespace tessel::cuda {
+
+using loop::Expr;
+using loop::ExprKind;
+
+const char* mma_precision_name(MmaPrecision p) {
+  switch (p) {
+    case MmaPrecision::Bf16: return "bf16";
+    case MmaPrecision::F16: return "f16";
+    case MmaPrecision::Tf32x3: return "3xtf32";
+  }
+  return "?";
+}
+
+bool exact_in(const Expr& e, DType t) {
+  switch (e->kind) {
+    case ExprKind::Cast: return e->dtype == DType::F32 && e->args[0].dtype() == t;
+    case ExprKind::FloatImm: {
+      const double v = e->float_value;
+      return e->dtype == DType::F32 && !std::isnan(v) && loop::Scalar::of_float(t, v).f == v;
+    }
+    case ExprKind::Select: return exact_in(e->args[1], t) && exact_in(e->args[2], t);
+    default: return false;
+  }
+}
+
+namespace {
+
+// (e with v := v + 1) - e, when it is a constant.
+bool unit_step(const Expr& e, const std::string& v) {
+  const Expr next = loop::substitute(e, {{v, loop::var(v) + Expr(1)}});
+  return loop::is_const(loop::simplify(next - e), 1);
+}
+
+// Whether consecutive values of k (rather than of `other`) read consecutive
+// elements of the operand's first load that depends on either.
+bool k_contiguous(const Expr& operand, const std::string& k, const std::string& other, bool fallback) {
+  const loop::ExprNode* load = nullptr;
+  loop::visit_expr(operand, [&](const Expr& x) {
+    if (load || x->kind != ExprKind::Load || x->args.empty()) return;
+    if (loop::mentions_var(x->args.back(), k) || loop::mentions_var(x->args.back(), other)) load = x.node.get();
+  });
+  if (!load) return fallback;
+  const Expr& last = load->args.back();
+  if (unit_step(last, k)) return true;
+  if (unit_step(last, other)) return false;
+  const bool has_k = loop::mentions_var(last, k), has_other = loop::mentions_var(last, other);
+  if (has_k != has_other) return has_k;
+  return fallback;
+}
+
+MmaTiles tiles_for(int64_t m, MmaPrecision p) {
+  MmaTiles t;
+  t.bk = p == MmaPrecision::Tf32x3 ? 16 : 32;
+  if (m > 0 && m <= 16) {
+    t.bm = 16;
+    t.warps_m = 1;  // 4 warps, each 16 x 32
+  } else if (m > 0 && m <= 32) {
+    t.bm = 32;  // 8 warps, each 16 x 32
+  } else if (m > 0 && m <= 64) {
+    t.bm = 64;  // 8 warps, each 32 x 32
+  }
+  return t;
+}
+
+}  // namespace
+
+int64_t MmaPlan::shared_bytes() const {
+  const int64_t row_bytes = precision == MmaPrecision::Tf32x3 ? (tiles.bk + 4) * 4 : (tiles.bk / 2 + 4) * 4;
+  return 2 * (tiles.bm + tiles.bn) * row_bytes;
+}
+
+MmaPlan plan_mma_gemm(const loop::StmtNode& s) {
+  const loop::ContractView c = loop::contract_parts(s);
+  MmaPlan p;
+  if (exact_in(c.a, DType::BF16) && exact_in(c.b, DType::BF16)) {
+    p.precision = MmaPrecision::Bf16;
+  } else if (exact_in(c.a, DType::F16) && exact_in(c.b, DType::F16)) {
+    p.precision = MmaPrecision::F16;
+  }
+  int64_t m = -1;
+  if (!loop::as_const_int(loop::simplify(c.m), &m)) m = -1;
+  p.tiles = tiles_for(m, p.precision);
+  p.a_k_contiguous = k_contiguous(c.a, c.k, c.i, true);
+  p.b_k_contiguous = k_contiguous(c.b, c.k, c.j, false);
+  return p;
+}
+
+namespace detail {
+
+const char* mma_prelude() {
+  return R"(
+// ---- tensor-core GEMM helpers (codegen/cuda/mma_gemm.h) ----
+// d += a * b on one 16x8 tile; fragments as the PTX ISA lays them out.
+TS_D void ts_mma_bf16(float* d, const unsigned* a, const unsigned* b) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+TS_D void ts_mma_f16(float* d, const unsigned* a, const unsigned* b) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+TS_D void ts_mma_tf32(float* d, const unsigned* a, const unsigned* b) {
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+// x rounded to tf32 (nearest, ties away), as a 32-bit pattern.
+TS_D unsigned ts_tf32(float x) {
+  unsigned r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
+}
+// The tf32 rounding of x - big (exact in f32), the second part of 3xTF32;
+// 0 when big is infinite or NaN (x - big would be NaN: inf * finite stays inf).
+TS_D unsigned ts_tf32_small(float x, unsigned big) {
+  const float hi = __uint_as_float(big);
+  return fabsf(hi) < __uint_as_float(0x7f800000u) ? ts_tf32(x - hi) : 0u;
+}
+// Two values exactly representable in bf16 / f16, packed low k first.
+TS_D unsigned ts_pack_bf16(float lo, float hi) {
+  return (__float_as_uint(lo) >> 16) | (__float_as_uint(hi) & 0xffff0000u);
+}
+TS_D unsigned ts_pack_f16(float lo, float hi) {
+  return (unsigned)ts_f2h(lo) | ((unsigned)ts_f2h(hi) << 16);
+}
+)";
+}
+
+namespace {
+
+// Writes one GEMM kernel body (see mma_gemm.h for the structure).
+class MmaWriter {
+ public:
+  MmaWriter(const loop::StmtNode& s, const MmaPlan& p, CodeSink& out)
+      : c_(loop::contract_parts(s)), p_(p), t_(p.tiles), out_(out) {
+    halves_ = p.precision != MmaPrecision::Tf32x3;
+    kpack_ = halves_ ? 2 : 1;
+    units_per_row_ = t_.bk / kpack_;
+    row_units_ = halves_ ? t_.bk / 2 + 4 : t_.bk + 4;
+    wm_ = t_.bm / t_.warps_m;
+    wn_ = t_.bn / t_.warps_n;
+    mt_ = wm_ / 16;
+    nt_ = wn_ / 8;
+    TS_CHECK(wm_ % 16 == 0 && wn_ % 8 == 0 && t_.bk % 16 == 0, "cuda mma: bad tiles");
+    TS_CHECK(t_.bm * units_per_row_ % t_.threads() == 0 && t_.bn * units_per_row_ % t_.threads() == 0,
+             "cuda mma: tiles do not divide among the threads");
+    a_units_ = t_.bm * units_per_row_ / t_.threads();
+    b_units_ = t_.bn * units_per_row_ / t_.threads();
+  }
+
+  void write() {
+    ExprEmitter& ex = out_.expr();
+    const char* elem = halves_ ? "unsigned" : "float";
+    line("{");
+    out_.indent(1);
+    line(str_cat("// ", mma_precision_name(p_.precision), " tensor-core GEMM: block tile ", t_.bm, "x", t_.bn, "x",
+                 t_.bk, ", ", t_.warps_m, "x", t_.warps_n, " warps"));
+    line(str_cat("const long long ts_B = ", ex.emit(c_.batch_extent), ", ts_M = ", ex.emit(c_.m),
+                 ", ts_N = ", ex.emit(c_.n), ", ts_K = ", ex.emit(c_.k_extent), ";"));
+    line(str_cat("const long long ts_tiles_m = (ts_M + ", t_.bm - 1, "ll) / ", t_.bm, "ll;"));
+    line(str_cat("const long long ts_ktiles = (ts_K + ", t_.bk - 1, "ll) / ", t_.bk, "ll;"));
+    line(str_cat("__shared__ __align__(16) ", elem, " ts_As[2][", t_.bm, "][", row_units_, "];"));
+    line(str_cat("__shared__ __align__(16) ", elem, " ts_Bs[2][", t_.bn, "][", row_units_, "];"));
+    line("const int ts_tid = (int)threadIdx.x, ts_warp = ts_tid >> 5, ts_lane = ts_tid & 31;");
+    line(str_cat("const int ts_wm = ts_warp / ", t_.warps_n, ", ts_wn = ts_warp % ", t_.warps_n,
+                 ", ts_g = ts_lane >> 2, ts_t = ts_lane & 3;"));
+    line(str_cat("const long long ts_n0 = (long long)blockIdx.x * ", t_.bn, "ll;"));
+    epilogue_function();
+    line("for (long long ts_my = blockIdx.y; ts_my < ts_tiles_m * ts_B; ts_my += gridDim.y) {");
+    out_.indent(1);
+    line(str_cat("const long long ", var_name(c_.batch), " = ts_my / ts_tiles_m;"));
+    line(str_cat("const long long ts_m0 = (ts_my % ts_tiles_m) * ", t_.bm, "ll;"));
+    line(str_cat("float ts_acc[", mt_, "][", nt_, "][4];"));
+    loop_nest({{"ts_mt", mt_}, {"ts_nt", nt_}, {"ts_r", 4}}, [&] { line("ts_acc[ts_mt][ts_nt][ts_r] = 0.0f;"); });
+    line(str_cat("float ts_ra[", a_units_, "][", kpack_, "], ts_rb[", b_units_, "][", kpack_, "];"));
+    line("if (ts_ktiles > 0) {");
+    out_.indent(1);
+    line("const long long ts_k0 = 0;");
+    load_tiles();
+    store_tiles("0");
+    out_.indent(-1);
+    line("}");
+    line("__syncthreads();");
+    line("for (long long ts_kt = 0; ts_kt < ts_ktiles; ++ts_kt) {");
+    out_.indent(1);
+    line("const int ts_s = (int)(ts_kt & 1);");
+    line("const bool ts_more = ts_kt + 1 < ts_ktiles;");
+    line("if (ts_more) {");
+    out_.indent(1);
+    line(str_cat("const long long ts_k0 = (ts_kt + 1) * ", t_.bk, "ll;"));
+    load_tiles();
+    out_.indent(-1);
+    line("}");
+    compute();
+    line("if (ts_more) {");
+    out_.indent(1);
+    store_tiles("ts_s ^ 1");
+    out_.indent(-1);
+    line("}");
+    line("__syncthreads();");
+    out_.indent(-1);
+    line("}");
+    epilogue_calls();
+    out_.indent(-1);
+    line("}");
+    out_.indent(-1);
+    line("}");
+  }
+
+ private:
+  void line(const std::string& s) { out_.line(s); }
+
+  // Nested `#pragma unroll` loops over constant extents around body().
+  void loop_nest(const std::vector<std::pair<const char*, int>>& loops, const std::function<void()>& body) {
+    for (const auto& [v, n] : loops) {
+      line("#pragma unroll");
+      line(str_cat("for (int ", v, " = 0; ", v, " < ", n, "; ++", v, ") {"));
+      out_.indent(1);
+    }
+    body();
+    for (size_t i = 0; i < loops.size(); ++i) {
+      out_.indent(-1);
+      line("}");
+    }
+  }
+
+  // The epilogue as a lambda of (batch, i, j, acc): emitted once, called per
+  // accumulator; an assert's `return` leaves only that element's epilogue.
+  void epilogue_function() {
+    line(str_cat("auto ts_epilogue = [&](const long long ", var_name(c_.batch), ", const long long ", var_name(c_.i),
+                 ", const long long ", var_name(c_.j), ", const float ", var_name(c_.acc), ") {"));
+    out_.indent(1);
+    out_.stmt(c_.epilogue);
+    out_.indent(-1);
+    line("};");
+  }
+
+  // Element (row r, unit u) of this thread's q-th unit of a tile with `rows`
+  // rows, consecutive threads along k (k_major) or along the rows.
+  void unit_position(int rows, bool k_major) {
+    line(str_cat("const int ts_e = ts_tid + ts_q * ", t_.threads(), ";"));
+    if (k_major) {
+      line(str_cat("const int ts_row = ts_e / ", units_per_row_, ", ts_u = ts_e % ", units_per_row_, ";"));
+    } else {
+      line(str_cat("const int ts_row = ts_e % ", rows, ", ts_u = ts_e / ", rows, ";"));
+    }
+  }
+
+  // Registers <- the operands at k tile ts_k0: a(b, i, k) and b(b, k, j),
+  // 0 outside [0, M) x [0, K) and [0, K) x [0, N).
+  void load_tiles() {
+    ExprEmitter& ex = out_.expr();
+    const auto load = [&](const char* reg, int units, int rows, bool k_major, const std::string& row_var,
+                          const char* row0, const char* row_extent, const Expr& value) {
+      loop_nest({{"ts_q", units}}, [&] {
+        unit_position(rows, k_major);
+        line(str_cat("const long long ", var_name(row_var), " = ", row0, " + ts_row;"));
+        for (int p = 0; p < kpack_; ++p) {
+          line("{");
+          out_.indent(1);
+          line(str_cat("const long long ", var_name(c_.k), " = ts_k0 + ts_u * ", kpack_, " + ", p, ";"));
+          line(str_cat(reg, "[ts_q][", p, "] = ", var_name(row_var), " < ", row_extent, " && ", var_name(c_.k),
+                       " < ts_K ? ", ex.emit(value), " : 0.0f;"));
+          out_.indent(-1);
+          line("}");
+        }
+      });
+    };
+    load("ts_ra", a_units_, t_.bm, p_.a_k_contiguous, c_.i, "ts_m0", "ts_M", c_.a);
+    load("ts_rb", b_units_, t_.bn, p_.b_k_contiguous, c_.j, "ts_n0", "ts_N", c_.b);
+  }
+
+  // Shared stage `stage` <- the registers (packed pairs of halves, or floats).
+  void store_tiles(const std::string& stage) {
+    const auto store = [&](const char* smem, const char* reg, int units, int rows, bool k_major) {
+      loop_nest({{"ts_q", units}}, [&] {
+        unit_position(rows, k_major);
+        std::string value = str_cat(reg, "[ts_q][0]");
+        if (halves_) {
+          value = str_cat(p_.precision == MmaPrecision::Bf16 ? "ts_pack_bf16(" : "ts_pack_f16(", reg, "[ts_q][0], ",
+                          reg, "[ts_q][1])");
+        }
+        line(str_cat(smem, "[", stage, "][ts_row][ts_u] = ", value, ";"));
+      });
+    };
+    store("ts_As", "ts_ra", a_units_, t_.bm, p_.a_k_contiguous);
+    store("ts_Bs", "ts_rb", b_units_, t_.bn, p_.b_k_contiguous);
+  }
+
+  // The warp's mmas over shared stage ts_s.
+  void compute() {
+    const int ksteps = halves_ ? 16 : 8;  // k per mma
+    const int step_units = ksteps / kpack_;  // shared units (words or floats) per mma step
+    // Column offsets of the fragments within one step: halves: words t and
+    // t + 4 (k 2t and 2t + 8); tf32: floats t and t + 4.
+    line("#pragma unroll");
+    line(str_cat("for (int ts_kk = 0; ts_kk < ", units_per_row_, "; ts_kk += ", step_units, ") {"));
+    out_.indent(1);
+    line(str_cat("unsigned ts_fa[", mt_, "][4], ts_fb[", nt_, "][2];"));
+    if (!halves_) line(str_cat("unsigned ts_fa2[", mt_, "][4], ts_fb2[", nt_, "][2];"));
+    loop_nest({{"ts_mt", mt_}}, [&] {
+      line(str_cat("const int ts_r0 = ts_wm * ", wm_, " + ts_mt * 16 + ts_g;"));
+      // Halves: reg0 (g, 2t), reg1 (g + 8, 2t), reg2 (g, 2t + 8), reg3 (g + 8, 2t + 8).
+      // tf32:   a0 (g, t),   a1 (g + 8, t),   a2 (g, t + 4),   a3 (g + 8, t + 4).
+      const char* at[4] = {"[ts_r0][ts_kk + ts_t]", "[ts_r0 + 8][ts_kk + ts_t]", "[ts_r0][ts_kk + ts_t + 4]",
+                           "[ts_r0 + 8][ts_kk + ts_t + 4]"};
+      for (int q = 0; q < 4; ++q) fragment("ts_fa", "ts_fa2", "ts_mt", q, str_cat("ts_As[ts_s]", at[q]));
+    });
+    loop_nest({{"ts_nt", nt_}}, [&] {
+      line(str_cat("const int ts_c0 = ts_wn * ", wn_, " + ts_nt * 8 + ts_g;"));
+      // Halves: reg0 (k 2t, col g), reg1 (k 2t + 8, col g); tf32: b0 (k t, g), b1 (k t + 4, g).
+      const char* at[2] = {"[ts_c0][ts_kk + ts_t]", "[ts_c0][ts_kk + ts_t + 4]"};
+      for (int q = 0; q < 2; ++q) fragment("ts_fb", "ts_fb2", "ts_nt", q, str_cat("ts_Bs[ts_s]", at[q]));
+    });
+    loop_nest({{"ts_mt", mt_}, {"ts_nt", nt_}}, [&] {
+      const std::string acc = "ts_acc[ts_mt][ts_nt]";
+      switch (p_.precision) {
+        case MmaPrecision::Bf16: line(str_cat("ts_mma_bf16(", acc, ", ts_fa[ts_mt], ts_fb[ts_nt]);")); break;
+        case MmaPrecision::F16: line(str_cat("ts_mma_f16(", acc, ", ts_fa[ts_mt], ts_fb[ts_nt]);")); break;
+        case MmaPrecision::Tf32x3:
+          // The small cross terms first, then the big product.
+          line(str_cat("ts_mma_tf32(", acc, ", ts_fa2[ts_mt], ts_fb[ts_nt]);"));
+          line(str_cat("ts_mma_tf32(", acc, ", ts_fa[ts_mt], ts_fb2[ts_nt]);"));
+          line(str_cat("ts_mma_tf32(", acc, ", ts_fa[ts_mt], ts_fb[ts_nt]);"));
+          break;
+      }
+    });
+    out_.indent(-1);
+    line("}");
+  }
+
+  // Register q of a fragment from shared element `at`: the word itself
+  // (halves), or its tf32 big and small parts.
+  void fragment(const char* big, const char* small, const char* tile, int q, const std::string& at) {
+    const std::string b = str_cat(big, "[", tile, "][", q, "]");
+    if (halves_) {
+      line(str_cat(b, " = ", at, ";"));
+      return;
+    }
+    line(str_cat("{ const float ts_x = ", at, "; ", b, " = ts_tf32(ts_x); ", small, "[", tile, "][", q,
+                 "] = ts_tf32_small(ts_x, ", b, "); }"));
+  }
+
+  // Accumulator r of tile (mt, nt): row g + 8 (r / 2), column 2t + r % 2.
+  void epilogue_calls() {
+    loop_nest({{"ts_mt", mt_}, {"ts_nt", nt_}, {"ts_r", 4}}, [&] {
+      line(str_cat("const long long ts_i = ts_m0 + ts_wm * ", wm_, " + ts_mt * 16 + ts_g + (ts_r >> 1) * 8;"));
+      line(str_cat("const long long ts_j = ts_n0 + ts_wn * ", wn_, " + ts_nt * 8 + ts_t * 2 + (ts_r & 1);"));
+      line(str_cat("if (ts_i < ts_M && ts_j < ts_N) ts_epilogue(", var_name(c_.batch),
+                   ", ts_i, ts_j, ts_acc[ts_mt][ts_nt][ts_r]);"));
+    });
+  }
+
+  loop::ContractView c_;
+  const MmaPlan& p_;
+  const MmaTiles& t_;
+  CodeSink& out_;
+  bool halves_ = false;
+  int kpack_ = 1, units_per_row_ = 0, row_units_ = 0, wm_ = 0, wn_ = 0, mt_ = 0, nt_ = 0, a_units_ = 0, b_units_ = 0;
+};
+
+void check_launch_extent(const Expr& e, const char* what, const std::set<std::string>& syms) {
+  loop::visit_expr(e, [&](const Expr& x) {
+    TS_CHECK(x->kind != ExprKind::Var || syms.count(x->name), "cuda codegen: the contract's ", what, " uses ",
+             x->name, ", but launch extents may use only the kernel's syms");
+    TS_CHECK(x->kind != ExprKind::Load, "cuda codegen: the contract's ", what, " reads memory");
+  });
+}
+
+}  // namespace
+
+LaunchGeometry emit_mma_gemm(const loop::StmtNode& s, const MmaPlan& plan, const std::set<std::string>& syms,
+                             CodeSink& out) {
+  const loop::ContractView c = loop::contract_parts(s);
+  check_launch_extent(c.batch_extent, "batch extent", syms);
+  check_launch_extent(c.m, "M", syms);
+  check_launch_extent(c.n, "N", syms);
+  MmaWriter(s, plan, out).write();
+  const MmaTiles& t = plan.tiles;
+  LaunchGeometry g;
+  g.grid[0] = loop::simplify(loop::floordiv(c.n + Expr(t.bn - 1), Expr(t.bn)));
+  // M tiles times batch entries, a grid-stride loop beyond gridDim.y's limit.
+  g.grid[1] = loop::simplify(loop::min(loop::floordiv(c.m + Expr(t.bm - 1), Expr(t.bm)) * c.batch_extent,
+                                       Expr(65535)));
+  g.block[0] = Expr(t.threads());
+  return g;
+}
+
+}  // namespace detail
+}  // namespace tessel::cuda

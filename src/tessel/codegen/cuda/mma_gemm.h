@@ -1,0 +1,74 @@
+// Contract statements (loop/ir.h) as tensor-core GEMM kernels: the schedule
+// (tiles, warps, precision) and the CUDA C++ it becomes. emit_cuda_source
+// (cuda_source.h) calls it for a kernel holding a Contract; the kernel keeps
+// the usual parameter convention, and the launch geometry comes out through
+// KernelSource::launch like any other kernel's.
+//
+// The kernel (one block per BM x BN output tile of one batch entry):
+//
+//   grid (ceil(N / BN), min(ceil(M / BM) * batch, 65535)), block (32 * warps)
+//   for each (batch, M tile) of this block row (a grid-stride loop over gridDim.y):
+//     acc[MT][NT][4] = 0                         per thread: its warp's WM x WN tile
+//     registers <- A, B tile 0                   a(b, i, k) / b(b, k, j) per element, 0 outside
+//     shared[0] <- registers; sync                 [0, M) x [0, K) / [0, K) x [0, N)
+//     for each K tile t:
+//       registers <- A, B tile t + 1             (global loads in flight during the mmas)
+//       mma.sync over shared[t % 2]              fragments: plain 32-bit shared loads
+//       shared[(t + 1) % 2] <- registers; sync
+//     epilogue(b, i, j, acc) for each accumulator with i < M, j < N
+//
+// Shared memory holds A as [BM][BK] and B as [BN][BK] (k contiguous in both,
+// rows padded by 8 halves or 4 floats, so that fragment loads are free of
+// bank conflicts), twice (double buffer): 40 KiB, static (no more than 48 KiB,
+// so the launch needs no dynamic shared memory).
+//
+// Precision, from the operand expressions:
+//   - both exactly bf16 values (cast<f32> of a bf16 load, zero, a select of
+//     such): mma.sync.m16n8k16.f32.bf16.bf16.f32 (products exact, f32 sums);
+//   - both exactly f16 values: the same with .f16;
+//   - otherwise f32: 3xTF32 on mma.sync.m16n8k8.f32.tf32.tf32.f32: x = big +
+//     small with big = tf32(x), small = tf32(x - big), and
+//     acc += a_small b_big + a_big b_small + a_big b_big, which keeps about
+//     21 of f32's 24 bits per product (docs/codegen_cuda.md has the bound).
+//     Never one TF32 pass: that keeps 11 bits.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "tessel/loop/ir.h"
+
+namespace tessel::cuda {
+
+enum class MmaPrecision { Bf16, F16, Tf32x3 };
+const char* mma_precision_name(MmaPrecision p);  // "bf16", "f16", "3xtf32"
+
+// Block tile BM x BN x BK over warps_m x warps_n warps, each a
+// (BM / warps_m) x (BN / warps_n) warp tile of 16 x 8 mma tiles.
+struct MmaTiles {
+  int bm = 128, bn = 128, bk = 32;
+  int warps_m = 2, warps_n = 4;
+  int threads() const { return 32 * warps_m * warps_n; }
+};
+
+struct MmaPlan {
+  MmaPrecision precision = MmaPrecision::Tf32x3;
+  MmaTiles tiles;
+  // Which index consecutive threads take when they fill a shared tile (so
+  // that their global loads coalesce): k for A stored [M, K] (true) or i for
+  // A stored [K, M]; k for B stored [N, K] (true) or j for B stored [K, N].
+  bool a_k_contiguous = true;
+  bool b_k_contiguous = false;
+  int64_t shared_bytes() const;  // static shared memory of the kernel
+};
+
+// The schedule of a Contract statement: precision from its operands, a
+// smaller BM for a small constant M (down to 16 rows for GEMV-like M = 1),
+// load order from the operands' innermost indices.
+MmaPlan plan_mma_gemm(const loop::StmtNode& contract);
+
+// Whether `e` is always a value of type t (f16 or bf16) held in f32:
+// cast<f32> of a t value, a float immediate exact in t, or a select of such.
+bool exact_in(const loop::Expr& e, DType t);
+
+}  // namespace tessel::cuda

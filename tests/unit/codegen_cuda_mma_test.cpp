@@ -1,0 +1,361 @@
+// Contract statements as tensor-core GEMMs (codegen/cuda/mma_gemm.h)
+// without a GPU: the plan (precision, tiles, load order), the launch
+// geometry, what the emitter refuses, NVRTC compilation for sm_90a of every
+// variant (bf16, f16, 3xTF32; lowered MatMul, Gemm, attention and Conv
+// groups), and the generated code run on the host through an emulation of
+// the CUDA threads and of mma.sync's fragment layouts (cuda_host_emulation.h),
+// compared with the loop IR evaluator.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+
+#include "../gpu/mma_test_kernels.h"
+#include "tessel/codegen/cuda/cuda_source.h"
+#include "tessel/codegen/cuda/emitter.h"
+#include "tessel/codegen/cuda/mma_gemm.h"
+#include "tessel/codegen/cuda/nvrtc.h"
+#include "tessel/ir/builder.h"
+#include "tessel/loop/printer.h"
+#include "tessel/loop/visit.h"
+#include "tessel/lower/lower_gpu.h"
+#include "tessel/ops/registry.h"
+#include "tessel/passes/fusion.h"
+#include "tessel/passes/pass_manager.h"
+
+namespace tessel::cuda {
+namespace {
+
+using namespace tessel::mma_testing;  // NOLINT
+
+#define SKIP_WITHOUT_NVRTC()                                                   \
+  do {                                                                         \
+    std::string why_;                                                          \
+    if (!nvrtc_available(&why_)) GTEST_SKIP() << "NVRTC not available: " << why_; \
+  } while (0)
+
+const loop::StmtNode& contract_of(const loop::Kernel& k) {
+  const loop::StmtNode* found = nullptr;
+  loop::visit_stmt(k.body, [&](const loop::Stmt& s) {
+    if (s->kind == loop::StmtKind::Contract) found = s.node.get();
+  }, [](const loop::Expr&) {});
+  TS_CHECK(found, "no contract in ", k.name);
+  return *found;
+}
+
+MmaPlan plan_of(const GemmCase& c) { return plan_mma_gemm(contract_of(gemm_case_kernel(c))); }
+
+// ---- the plan ------------------------------------------------------------------------------
+
+TEST(MmaPlan, PrecisionFromTheOperands) {
+  EXPECT_EQ(plan_of({"p", DType::BF16, 1, 200, 64, 64}).precision, MmaPrecision::Bf16);
+  EXPECT_EQ(plan_of({"p", DType::F16, 1, 200, 64, 64}).precision, MmaPrecision::F16);
+  EXPECT_EQ(plan_of({"p", DType::F32, 1, 200, 64, 64}).precision, MmaPrecision::Tf32x3);
+  // A bf16 activation against f32 weights, or an operand that is not just a
+  // converted load: f32.
+  const loop::Kernel mixed = loop::parse_kernel(
+      "kernel m(in %a: bf16[8, 8], in %b: f32[8, 8], out %o: f32[8, 8]) {\n"
+      "  contract bb in [0, 1), i in [0, 8), j in [0, 8), k in [0, 8): acc = dot(cast<f32>(a[i, k]), b[k, j]) {\n"
+      "    o[i, j] = acc\n  }\n}\n");
+  EXPECT_EQ(plan_mma_gemm(contract_of(mixed)).precision, MmaPrecision::Tf32x3);
+  // The implicit GEMM's padding select keeps bf16 values bf16.
+  EXPECT_TRUE(exact_in(loop::select(loop::bool_imm(true), loop::cast(DType::F32, loop::var("x", DType::BF16)),
+                                    loop::float_imm(DType::F32, 0)),
+                       DType::BF16));
+  EXPECT_FALSE(exact_in(loop::float_imm(DType::F32, 0.1), DType::BF16));
+  EXPECT_FALSE(exact_in(loop::cast(DType::F32, loop::var("x", DType::F16)), DType::BF16));
+}
+
+TEST(MmaPlan, SmallConstantMPicksSmallerTiles) {
+  EXPECT_EQ(plan_of({"p", DType::BF16, 1, 1, 64, 64}).tiles.bm, 16);
+  EXPECT_EQ(plan_of({"p", DType::BF16, 1, 1, 64, 64}).tiles.threads(), 128);
+  EXPECT_EQ(plan_of({"p", DType::BF16, 1, 20, 64, 64}).tiles.bm, 32);
+  EXPECT_EQ(plan_of({"p", DType::F32, 1, 64, 64, 64}).tiles.bm, 64);
+  EXPECT_EQ(plan_of({"p", DType::F32, 1, 65, 64, 64}).tiles.bm, 128);
+  GemmCase sym{"p", DType::F32, 1, 5, 64, 64};
+  sym.m_symbolic = true;
+  EXPECT_EQ(plan_of(sym).tiles.bm, 128);
+  for (DType t : {DType::F32, DType::BF16})
+    for (int64_t m : {1, 20, 64, 1000}) EXPECT_LE(plan_of({"p", t, 1, m, 64, 64}).shared_bytes(), 48 * 1024);
+}
+
+TEST(MmaPlan, LoadOrderFollowsTheInnermostIndex) {
+  GemmCase c{"p", DType::F32, 1, 200, 64, 64};
+  EXPECT_TRUE(plan_of(c).a_k_contiguous);   // a[bb, i, k]
+  EXPECT_FALSE(plan_of(c).b_k_contiguous);  // b[bb, k, j]
+  c.a_trans = c.b_trans = true;
+  EXPECT_FALSE(plan_of(c).a_k_contiguous);  // a[bb, k, i]
+  EXPECT_TRUE(plan_of(c).b_k_contiguous);   // b[bb, j, k]
+}
+
+// ---- emission ------------------------------------------------------------------------------
+
+TEST(MmaEmit, LaunchGeometryAndKernelShape) {
+  GemmCase c{"g", DType::BF16, 3, 300, 129, 64};
+  c.m_symbolic = true;
+  const CudaSource src = emit_cuda_source({gemm_case_kernel(c)});
+  const LaunchGeometry& g = src.kernels[0].launch;
+  const std::map<std::string, int64_t> m300 = {{"m", 300}};
+  EXPECT_EQ(loop::eval_index(g.grid[0], m300), 2);      // ceil(129 / 128)
+  EXPECT_EQ(loop::eval_index(g.grid[1], m300), 3 * 3);  // ceil(300 / 128) M tiles x 3 batch entries
+  EXPECT_EQ(loop::eval_index(g.grid[2], m300), 1);
+  EXPECT_EQ(loop::eval_index(g.block[0], m300), 256);
+  // gridDim.y is at most 65535; the kernel loops over the rest.
+  EXPECT_EQ(loop::eval_index(g.grid[1], {{"m", 128 * 70000}}), 65535);
+  EXPECT_NE(src.code.find("__launch_bounds__(256) tessel_g(const unsigned short* b_a, const unsigned short* b_b, "
+                          "const float* b_bias, float* b_o, const long long v_m, int* ts_error)"),
+            std::string::npos)
+      << src.code;
+  EXPECT_NE(src.code.find("ts_mma_bf16(ts_acc[ts_mt][ts_nt], ts_fa[ts_mt], ts_fb[ts_nt]);"), std::string::npos);
+  EXPECT_NE(src.code.find("__syncthreads();"), std::string::npos);
+  EXPECT_EQ(src.code.find("#include"), std::string::npos);
+  // The 3xTF32 kernel issues three mmas per tile, small terms first.
+  const std::string f32 = emit_cuda_source({gemm_case_kernel({"f", DType::F32, 1, 64, 64, 64})}).code;
+  const size_t small = f32.find("ts_mma_tf32(ts_acc[ts_mt][ts_nt], ts_fa2[ts_mt], ts_fb[ts_nt]);");
+  const size_t big = f32.find("ts_mma_tf32(ts_acc[ts_mt][ts_nt], ts_fa[ts_mt], ts_fb[ts_nt]);");
+  EXPECT_NE(small, std::string::npos) << f32;
+  EXPECT_NE(big, std::string::npos);
+  EXPECT_LT(small, big);
+  // Kernels without a contract get no GEMM helpers.
+  const std::string plain =
+      emit_cuda_source({loop::parse_kernel("kernel k(out %o: f32[4]) {\n  gpu.thread.x for i in [0, 4) {\n"
+                                           "    o[i] = 1.0f32\n  }\n}\n")})
+          .code;
+  EXPECT_EQ(plain.find("ts_mma_"), std::string::npos);
+}
+
+void expect_rejected(const std::string& text, const std::string& what) {
+  try {
+    emit_cuda_source({loop::parse_kernel(text)});
+    ADD_FAILURE() << "accepted: " << text;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+  }
+}
+
+TEST(MmaEmit, RejectsWhatItCannotRun) {
+  const std::string head = "kernel k(in %a: f32[n, 8], in %b: f32[8, 8], out %o: f32[n, 8]) syms(n) {\n";
+  const std::string contract =
+      "contract bb in [0, 1), i in [0, n), j in [0, 8), k in [0, 8): acc = dot(a[i, k], b[k, j]) {\n"
+      "    o[i, j] = acc\n  }\n";
+  expect_rejected(head + "  for r in [0, 2) {\n  " + contract + "  }\n}\n", "inside a loop or an if");
+  expect_rejected(head + "  " + contract + "  gpu.thread.x for t in [0, 4) {\n    o[0, t] = 1.0f32\n  }\n}\n",
+                  "has a contract statement and GPU-axis loop");
+  expect_rejected(head + "  o[0, 0] = 1.0f32\n  " + contract + "}\n", "outside its contract statement");
+  expect_rejected(head + "  let q = n * 2\n  contract bb in [0, 1), i in [0, q), j in [0, 8), k in [0, 8): "
+                         "acc = dot(a[i, k], b[k, j]) {\n    o[i, j] = acc\n  }\n}\n",
+                  "launch extents may use only the kernel's syms");
+  const std::string second =
+      "contract bb2 in [0, 1), i2 in [0, n), j2 in [0, 8), k2 in [0, 8): acc2 = dot(a[i2, k2], b[k2, j2]) {\n"
+      "    o[i2, j2] = acc2\n  }\n";
+  expect_rejected(head + "  " + contract + "  " + second + "}\n", "more than one contract");
+}
+
+// ---- NVRTC --------------------------------------------------------------------------------
+
+NvrtcOptions hopper() {
+  NvrtcOptions o;
+  o.arch = "sm_90a";
+  return o;
+}
+
+// Per precision: 128-row tiles with both operands in their usual layout and
+// the bias+relu epilogue, and 16-row tiles (M = 1) with both transposed.
+// (The GPU tests compile and run all of gemm_cases.)
+std::vector<loop::Kernel> gemm_variants() {
+  std::vector<loop::Kernel> ks;
+  for (DType t : {DType::F32, DType::BF16, DType::F16}) {
+    const std::string p(dtype_name(t));
+    ks.push_back(gemm_case_kernel({p + "_big", t, 3, 300, 129, 64, false, false, true, t, true}));
+    ks.push_back(gemm_case_kernel({p + "_gemv", t, 1, 1, 300, 129, true, true, false, DType::F32, false}));
+  }
+  return ks;
+}
+
+TEST(MmaNvrtc, CompilesEveryVariantForHopper) {
+  SKIP_WITHOUT_NVRTC();
+  const CudaSource src = emit_cuda_source(gemm_variants());
+  const Cubin c = compile_to_cubin(src.code, hopper());
+  EXPECT_EQ(c.image.substr(0, 4), "\x7f" "ELF");
+  EXPECT_EQ(c.log.find("warning"), std::string::npos) << c.log;
+  const std::string ptx = compile_to_ptx(src.code, hopper());
+  for (const char* insn : {"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
+                           "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
+                           "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32", "cvt.rna.tf32.f32", "bar.sync"})
+    EXPECT_NE(ptx.find(insn), std::string::npos) << insn;
+  // The accumulators stay in registers: no local memory.
+  EXPECT_EQ(ptx.find(".local"), std::string::npos);
+}
+
+// Lowered groups: MatMul, Gemm with bias and relu, attention's batched
+// products, an implicit-GEMM convolution with bias and relu, bf16 MatMul.
+std::vector<std::pair<std::string, std::function<void(GraphBuilder&)>>> gemm_models() {
+  return {
+      {"matmul", [](GraphBuilder& b) {
+         b.output(b.op("MatMul", {b.input("x", DType::F32, {37, 29}), b.input("w", DType::F32, {29, 53})}));
+       }},
+      {"gemm_bias_relu", [](GraphBuilder& b) {
+         Value* g = b.op("Gemm", {b.input("x", DType::F32, {21, 29}), b.input("w", DType::F32, {53, 29}),
+                                  b.input("bias", DType::F32, {53})},
+                         {{"transB", Attribute::of_int(1)}});
+         b.output(b.op("Relu", {g}));
+       }},
+      {"attention", [](GraphBuilder& b) {
+         Value* k = b.op("Transpose", {b.input("k", DType::F32, {2, 3, 19, 8})},
+                         {{"perm", Attribute::of_ints({0, 1, 3, 2})}});
+         b.output(b.op("MatMul", {b.input("q", DType::F32, {2, 3, 17, 8}), k}));
+       }},
+      {"conv_bias_relu", [](GraphBuilder& b) {
+         Value* c = b.op("Conv", {b.input("x", DType::F32, {2, 3, 9, 7}), b.input("w", DType::F32, {5, 3, 3, 3}),
+                                  b.input("b", DType::F32, {5})},
+                         {{"pads", Attribute::of_ints({1, 1, 1, 1})}});
+         b.output(b.op("Relu", {c}));
+       }},
+      {"matmul_bf16", [](GraphBuilder& b) {
+         b.output(b.op("MatMul", {b.input("x", DType::BF16, {9, 40}), b.input("w", DType::BF16, {40, 11})}));
+       }},
+  };
+}
+
+std::vector<LoweredGroup> lowered_gemm_groups(Model& m) {
+  PassOptions po;
+  run_pipeline(m, po);
+  const FusionPlan plan = plan_fusion(*m.graph, OpRegistry::global());
+  std::vector<LoweredGroup> out;
+  for (const FusionGroup& g : plan.groups)
+    if (g.compiled) out.push_back(lower_group_for_gpu(g, OpRegistry::global()));
+  return out;
+}
+
+TEST(MmaNvrtc, CompilesLoweredGroups) {
+  SKIP_WITHOUT_NVRTC();
+  std::vector<loop::Kernel> ks;
+  std::vector<std::unique_ptr<Model>> models;
+  for (const auto& [name, build] : gemm_models()) {
+    models.push_back(std::make_unique<Model>());
+    GraphBuilder b(*models.back());
+    build(b);
+    size_t mma = 0;
+    for (LoweredGroup& lg : lowered_gemm_groups(*models.back())) {
+      lg.kernel.name = name + "." + lg.kernel.name;
+      mma += lg.schedule == "gpu_mma";
+      ks.push_back(lg.kernel);
+    }
+    EXPECT_EQ(mma, 1u) << name;
+  }
+  const CudaSource src = emit_cuda_source(ks);
+  EXPECT_EQ(compile_to_cubin(src.code, hopper()).image.substr(0, 4), "\x7f" "ELF");
+}
+
+// ---- the generated code on the host ----------------------------------------------------------
+
+std::string host_compiler() {
+  const char* cxx = std::getenv("CXX");
+  const std::string c = cxx && *cxx ? cxx : "c++";
+  return std::system((c + " --version > /dev/null 2>&1").c_str()) == 0 ? c : "";
+}
+
+std::string replace_once(std::string s, const std::string& from, const std::string& to) {
+  const size_t at = s.find(from);
+  TS_CHECK(at != std::string::npos, "emulation: '", from.substr(0, 40), "' not found in the generated code");
+  return s.replace(at, from.size(), to);
+}
+
+// The generated source made host C++: the prelude's two inline-PTX f16
+// conversions and the GEMM helpers replaced by cuda_host_emulation.h's.
+std::string host_source(const CudaSource& src) {
+  std::string code = src.code;
+  code = replace_once(code, "asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f));", "h = ts_emu::f2h(f);");
+  code = replace_once(code, "asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h));", "f = ts_emu::h2f(h);");
+  code = replace_once(code, detail::mma_prelude(), "\nTS_EMU_MMA_PRELUDE\n");
+  return "#include \"cuda_host_emulation.h\"\n" + code;
+}
+
+std::filesystem::path temp_dir(const std::string& name) {
+  auto d = std::filesystem::temp_directory_path() / ("tessel_mma_emu_" + name + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  return d;
+}
+
+// Compiles the case's kernel for the host, runs it on `inputs` and returns
+// the output buffer (and the error word in *error).
+std::vector<uint8_t> run_on_host(const GemmCase& c, const std::vector<std::vector<uint8_t>>& inputs,
+                                 const std::string& cxx, int* error) {
+  const loop::Kernel k = gemm_case_kernel(c);
+  const CudaSource src = emit_cuda_source({k});
+  const std::map<std::string, int64_t> syms = gemm_case_syms(c);
+  const LaunchGeometry& g = src.kernels[0].launch;
+  const auto dim = [&](const loop::Expr& e) { return loop::eval_index(e, syms); };
+  const auto dir = temp_dir(c.name);
+  std::string main = host_source(src);
+  main += "\n#include <cstdio>\n#include <vector>\nint main(int, char** argv) {\n  FILE* in = std::fopen(argv[1], \"rb\");\n";
+  for (size_t i = 0; i < inputs.size(); ++i)
+    main += str_cat("  std::vector<unsigned char> p", i, "(", inputs[i].size(), ");\n  if (std::fread(p", i,
+                    ".data(), 1, p", i, ".size(), in) != p", i, ".size()) return 2;\n");
+  main += "  std::fclose(in);\n  int err = 0;\n";
+  std::string call = str_cat("  ts_emu::launch(", dim(g.grid[0]), ", ", dim(g.grid[1]), ", ", dim(g.grid[2]), ", ",
+                             dim(g.block[0]), ", [&] { ", src.kernels[0].symbol, "(");
+  for (size_t i = 0; i < k.params.size(); ++i)
+    call += str_cat("(", detail::storage_type(k.params[i]->dtype), "*)p", i, ".data(), ");
+  for (const std::string& s : k.syms) call += str_cat(syms.at(s), "ll, ");
+  main += call + "&err); });\n";
+  main += str_cat("  FILE* out = std::fopen(argv[2], \"wb\");\n  std::fwrite(p3.data(), 1, p3.size(), out);\n",
+                  "  std::fwrite(&err, sizeof err, 1, out);\n  std::fclose(out);\n  return 0;\n}\n");
+  std::ofstream(dir / "main.cpp") << main;
+  {
+    std::ofstream bin(dir / "in.bin", std::ios::binary);
+    for (const auto& b : inputs) bin.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+  }
+  const std::string compile = str_cat(cxx, " -std=c++20 -O1 -w -I", TESSEL_SOURCE_DIR, "/tests/unit -o ",
+                                      (dir / "emu").string(), " ", (dir / "main.cpp").string(), " > ",
+                                      (dir / "log.txt").string(), " 2>&1");
+  if (std::system(compile.c_str()) != 0) {
+    std::ifstream log(dir / "log.txt");
+    ADD_FAILURE() << "host compile failed: " << std::string(std::istreambuf_iterator<char>(log), {}).substr(0, 3000);
+    return {};
+  }
+  const std::string run = str_cat((dir / "emu").string(), " ", (dir / "in.bin").string(), " ", (dir / "out.bin").string());
+  EXPECT_EQ(std::system(run.c_str()), 0);
+  std::ifstream out(dir / "out.bin", std::ios::binary);
+  std::vector<uint8_t> result(inputs[3].size());
+  out.read(reinterpret_cast<char*>(result.data()), static_cast<std::streamsize>(result.size()));
+  out.read(reinterpret_cast<char*>(error), sizeof *error);
+  std::filesystem::remove_all(dir);
+  return result;
+}
+
+void expect_emulation_matches(const GemmCase& c) {
+  const std::string cxx = host_compiler();
+  if (cxx.empty()) GTEST_SKIP() << "no host C++ compiler (c++ or $CXX)";
+  const std::vector<std::vector<uint8_t>> inputs = gemm_case_inputs(c, 17);
+  int error = -1;
+  const std::vector<uint8_t> got = run_on_host(c, inputs, cxx, &error);
+  if (got.empty()) return;
+  EXPECT_EQ(error, 0);
+  EXPECT_EQ(compare_gemm(c, got, gemm_reference(c, inputs)), "") << plan_of(c).tiles.bm;
+}
+
+// Two M tiles, two N tiles, three K tiles (the last partial), two batch
+// entries: every edge of the tiling, the double buffer and the bf16 fragments.
+TEST(MmaEmulation, Bf16TilesEdgesAndBatches) {
+  GemmCase c{"emu_bf16", DType::BF16, 2, 150, 130, 70, false, false, true, DType::BF16, true};
+  expect_emulation_matches(c);
+}
+
+// Both operands transposed (the other load orders), f16, the 64-row tiles.
+TEST(MmaEmulation, F16TransposedOperandsSmallTiles) {
+  expect_emulation_matches({"emu_f16", DType::F16, 1, 40, 20, 33, true, true, false, DType::F32, false});
+}
+
+// 3xTF32 on f32: a GEMV-like M = 1 (16-row tiles, 4 warps) and a batch of
+// products with the bias+relu epilogue.
+TEST(MmaEmulation, Tf32x3) {
+  expect_emulation_matches({"emu_f32_gemv", DType::F32, 1, 1, 150, 45, false, false, false, DType::F32, false});
+  expect_emulation_matches({"emu_f32", DType::F32, 2, 70, 9, 40, false, true, true, DType::F32, true});
+}
+
+}  // namespace
+}  // namespace tessel::cuda

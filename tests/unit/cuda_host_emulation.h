@@ -1,0 +1,255 @@
+// Runs generated CUDA C++ on the host, for tests on machines without a GPU
+// (tests/unit/codegen_cuda_mma_test.cpp compiles it with the host compiler
+// into a small program). Each CUDA thread of a block is a fiber (ucontext),
+// run one at a time: __syncthreads is a block-wide rendezvous, and the
+// warp-wide mma.sync a rendezvous of the warp's 32 lanes, after which every
+// lane computes its part of D from all lanes' fragments exactly as the PTX
+// ISA lays them out ("Matrix Fragments for mma.m16n8k16 with floating point
+// type", "... for mma.m16n8k8"). That layout is written here independently
+// of the code generator, so the test checks the generator's shared-memory
+// addressing against the specification. Blocks run one after another, so
+// `__shared__` is `static`.
+//
+// Arithmetic: products and sums of one mma are done in double and rounded
+// to f32 once (real tensor cores round differently, within the tolerances of
+// the tests); tf32 operands are the top 19 bits of their registers; cvt.rna
+// rounds to nearest, ties away from zero.
+#pragma once
+
+#include <ucontext.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
+#define __launch_bounds__(n)
+
+struct ts_emu_dim3 {
+  unsigned x = 1, y = 1, z = 1;
+};
+inline ts_emu_dim3 threadIdx, blockIdx, gridDim, blockDim;
+
+namespace ts_emu {
+
+struct Fiber {
+  ucontext_t ctx;
+  std::unique_ptr<char[]> stack;
+  unsigned tid = 0;
+  bool done = false;
+  const unsigned long* wait_gen = nullptr;  // blocked while *wait_gen == wait_value
+  unsigned long wait_value = 0;
+};
+
+constexpr size_t kStack = 256 * 1024;
+
+inline ucontext_t scheduler;
+inline std::vector<Fiber>* fibers = nullptr;
+inline size_t current = 0;
+inline std::function<void()> kernel_call;
+
+// Block and warp rendezvous: a generation counter and the arrivals.
+struct Barrier {
+  unsigned long gen = 0;
+  unsigned arrived = 0;
+};
+inline Barrier block_barrier;
+inline Barrier warp_barrier[32];
+
+inline unsigned live_in(unsigned first, unsigned count) {
+  unsigned n = 0;
+  for (unsigned i = first; i < first + count && i < fibers->size(); ++i) n += !(*fibers)[i].done;
+  return n;
+}
+
+inline void wait(Barrier& b, unsigned first, unsigned count) {
+  const unsigned long g = b.gen;
+  if (++b.arrived >= live_in(first, count)) {
+    b.arrived = 0;
+    ++b.gen;
+    return;
+  }
+  Fiber& f = (*fibers)[current];
+  f.wait_gen = &b.gen;
+  f.wait_value = g;
+  swapcontext(&f.ctx, &scheduler);
+}
+
+inline void syncthreads() { wait(block_barrier, 0, static_cast<unsigned>(fibers->size())); }
+inline void syncwarp() {
+  const unsigned w = threadIdx.x >> 5;
+  wait(warp_barrier[w], w * 32, 32);
+}
+
+inline void trampoline() {
+  kernel_call();
+  (*fibers)[current].done = true;
+  swapcontext(&(*fibers)[current].ctx, &scheduler);
+}
+
+// Runs `call` (the kernel with its arguments) on a grid of 1-D blocks.
+inline void launch(unsigned gx, unsigned gy, unsigned gz, unsigned threads, std::function<void()> call) {
+  kernel_call = std::move(call);
+  gridDim = {gx, gy, gz};
+  blockDim = {threads, 1, 1};
+  for (unsigned z = 0; z < gz; ++z)
+    for (unsigned y = 0; y < gy; ++y)
+      for (unsigned x = 0; x < gx; ++x) {
+        blockIdx = {x, y, z};
+        std::vector<Fiber> fs(threads);
+        fibers = &fs;
+        block_barrier = {};
+        for (Barrier& b : warp_barrier) b = {};
+        for (unsigned t = 0; t < threads; ++t) {
+          Fiber& f = fs[t];
+          f.tid = t;
+          f.stack.reset(new char[kStack]);
+          getcontext(&f.ctx);
+          f.ctx.uc_stack.ss_sp = f.stack.get();
+          f.ctx.uc_stack.ss_size = kStack;
+          f.ctx.uc_link = nullptr;
+          makecontext(&f.ctx, trampoline, 0);
+        }
+        for (bool progress = true; progress;) {
+          progress = false;
+          for (size_t i = 0; i < fs.size(); ++i) {
+            Fiber& f = fs[i];
+            if (f.done || (f.wait_gen && *f.wait_gen == f.wait_value)) continue;
+            f.wait_gen = nullptr;
+            current = i;
+            threadIdx = {f.tid, 0, 0};
+            swapcontext(&scheduler, &f.ctx);
+            progress = true;
+            // A finished thread no longer holds the others at a barrier.
+            if (f.done) {
+              if (block_barrier.arrived && block_barrier.arrived >= live_in(0, threads)) {
+                block_barrier.arrived = 0;
+                ++block_barrier.gen;
+              }
+              Barrier& w = warp_barrier[f.tid >> 5];
+              if (w.arrived && w.arrived >= live_in(f.tid & ~31u, 32)) {
+                w.arrived = 0;
+                ++w.gen;
+              }
+            }
+          }
+        }
+        for (const Fiber& f : fs)
+          if (!f.done) {
+            std::fprintf(stderr, "ts_emu: deadlock in block (%u, %u, %u)\n", x, y, z);
+            std::exit(3);
+          }
+      }
+}
+
+// ---- bit patterns ----
+inline unsigned f2u(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
+inline float u2f(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
+
+inline unsigned short f2h(float f) { return std::bit_cast<unsigned short>(static_cast<_Float16>(f)); }
+inline float h2f(unsigned short h) { return static_cast<float>(std::bit_cast<_Float16>(h)); }
+
+inline float bf16_value(unsigned short b) { return u2f(static_cast<unsigned>(b) << 16); }
+inline float tf32_value(unsigned r) { return u2f(r & 0xffffe000u); }
+
+// ---- mma.sync, from all lanes' fragments ----
+struct Lane {
+  unsigned a[4], b[2];
+  float c[4];
+};
+inline Lane lanes[32][32];  // [warp][lane]
+
+// kind 0: bf16 m16n8k16, 1: f16 m16n8k16, 2: tf32 m16n8k8.
+inline void mma(int kind, float* d, const unsigned* a, const unsigned* b) {
+  const unsigned w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  Lane& me = lanes[w][lane];
+  std::memcpy(me.a, a, sizeof me.a);
+  std::memcpy(me.b, b, sizeof me.b);
+  std::memcpy(me.c, d, sizeof me.c);
+  syncwarp();
+  const int K = kind == 2 ? 8 : 16;
+  double A[16][16] = {}, B[16][8] = {}, C[16][8] = {};
+  const auto half = [&](unsigned reg, int hi) {
+    const unsigned short bits = static_cast<unsigned short>(hi ? reg >> 16 : reg & 0xffffu);
+    return kind == 0 ? bf16_value(bits) : h2f(bits);
+  };
+  for (unsigned l = 0; l < 32; ++l) {
+    const Lane& x = lanes[w][l];
+    const int g = static_cast<int>(l >> 2), t = static_cast<int>(l & 3);
+    if (kind == 2) {
+      // A: a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4); B: b0 (t, g), b1 (t + 4, g).
+      A[g][t] = tf32_value(x.a[0]);
+      A[g + 8][t] = tf32_value(x.a[1]);
+      A[g][t + 4] = tf32_value(x.a[2]);
+      A[g + 8][t + 4] = tf32_value(x.a[3]);
+      B[t][g] = tf32_value(x.b[0]);
+      B[t + 4][g] = tf32_value(x.b[1]);
+    } else {
+      // A: a0..a7: rows g (a0, a1, a4, a5) / g + 8, columns 2t + (i & 1) (+ 8 for i >= 4).
+      for (int i = 0; i < 8; ++i) {
+        const int row = (i < 2 || (i >= 4 && i < 6)) ? g : g + 8;
+        const int col = t * 2 + (i & 1) + (i >= 4 ? 8 : 0);
+        A[row][col] = half(x.a[i / 2], i & 1);
+      }
+      // B: b0..b3: rows 2t + (i & 1) (+ 8 for i >= 2), column g.
+      for (int i = 0; i < 4; ++i) B[t * 2 + (i & 1) + (i >= 2 ? 8 : 0)][g] = half(x.b[i / 2], i & 1);
+    }
+    // C: c0 (g, 2t), c1 (g, 2t + 1), c2 (g + 8, 2t), c3 (g + 8, 2t + 1).
+    for (int i = 0; i < 4; ++i) C[i < 2 ? g : g + 8][t * 2 + (i & 1)] = x.c[i];
+  }
+  const int g = static_cast<int>(lane >> 2), t = static_cast<int>(lane & 3);
+  for (int i = 0; i < 4; ++i) {
+    const int row = i < 2 ? g : g + 8, col = t * 2 + (i & 1);
+    double s = C[row][col];
+    for (int k = 0; k < K; ++k) s += A[row][k] * B[k][col];
+    d[i] = static_cast<float>(s);
+  }
+  syncwarp();
+}
+
+inline int atomic_cas(int* p, int expected, int desired) {
+  const int old = *p;
+  if (old == expected) *p = desired;
+  return old;
+}
+
+}  // namespace ts_emu
+
+#define __syncthreads() ts_emu::syncthreads()
+inline unsigned __float_as_uint(float f) { return ts_emu::f2u(f); }
+inline float __uint_as_float(unsigned u) { return ts_emu::u2f(u); }
+inline float __int_as_float(int i) { return ts_emu::u2f(static_cast<unsigned>(i)); }
+inline long long __double_as_longlong(double d) { return std::bit_cast<long long>(d); }
+inline double __longlong_as_double(long long l) { return std::bit_cast<double>(l); }
+inline int atomicCAS(int* p, int expected, int desired) { return ts_emu::atomic_cas(p, expected, desired); }
+
+// What codegen/cuda's mma prelude defines, on the host.
+#define TS_EMU_MMA_PRELUDE                                                                              \
+  inline void ts_mma_bf16(float* d, const unsigned* a, const unsigned* b) { ts_emu::mma(0, d, a, b); } \
+  inline void ts_mma_f16(float* d, const unsigned* a, const unsigned* b) { ts_emu::mma(1, d, a, b); }  \
+  inline void ts_mma_tf32(float* d, const unsigned* a, const unsigned* b) { ts_emu::mma(2, d, a, b); } \
+  inline unsigned ts_tf32(float x) {                                                                    \
+    const unsigned u = ts_emu::f2u(x);                                                                  \
+    if ((u & 0x7f800000u) == 0x7f800000u) return u;                                                     \
+    return (u + 0x1000u) & 0xffffe000u;                                                                 \
+  }                                                                                                     \
+  inline unsigned ts_tf32_small(float x, unsigned big) {                                                \
+    const float hi = ts_emu::u2f(big);                                                                  \
+    return std::fabs(hi) < INFINITY ? ts_tf32(x - hi) : 0u;                                             \
+  }                                                                                                     \
+  inline unsigned ts_pack_bf16(float lo, float hi) {                                                    \
+    return (ts_emu::f2u(lo) >> 16) | (ts_emu::f2u(hi) & 0xffff0000u);                                   \
+  }                                                                                                     \
+  inline unsigned ts_pack_f16(float lo, float hi) {                                                     \
+    return static_cast<unsigned>(ts_f2h(lo)) | (static_cast<unsigned>(ts_f2h(hi)) << 16);               \
+  }
