@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (through the device tool, carrying gpu-bundle/,
-# which scripts/build_gpu_bundle.sh makes here first). Stages, each within
-# one 10-minute device call; logs and JSON go to $OUT (or ./gpu-check-out):
+# which scripts/build_gpu_bundle.sh makes here first). Stages, each meant to
+# fit one 10-minute device call; logs and JSON go to $OUT (or ./gpu-check-out):
 #
 #   scripts/gpu_check.sh tests    # the bundle starts; GPU tests; compute-sanitizer memcheck on them
 #   scripts/gpu_check.sh models   # the eight models, --target cuda, fp32 vs ONNX Runtime (batch 1)
 #   scripts/gpu_check.sh bf16     # the same at --precision bf16: relative L2 vs the fp32 reference
-#   scripts/gpu_check.sh bench [gpu_models.py options]   # bench/gpu_models.py (tessel vs torch)
+#   scripts/gpu_check.sh bench -- --only resnet50:1   # bench/gpu_models.py (tessel vs torch)
+#   scripts/gpu_check.sh models bf16                   # several stages in one call
 #
 # Kernels are cached in $TESSEL_CACHE_DIR (default /tmp/tessel-cache), models
 # materialized into /tmp/tessel-models, so later stages of one warm machine
@@ -19,35 +20,49 @@ mkdir -p "$out"
 export TESSEL_CACHE_DIR="${TESSEL_CACHE_DIR:-/tmp/tessel-cache}"
 models=/tmp/tessel-models
 bin=gpu-bundle/tessel
-stage="${1:-tests}"
-shift || true
+run_stage() {
+  local stage="$1"
+  shift
+  case "$stage" in
+    tests)
+      nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/device.txt"
+      $bin --version || return 1
+      gpu-bundle/tessel_gpu_tests 2>&1 | tee "$out/gpu_tests.log" | tail -40
+      local status=${PIPESTATUS[0]}
+      compute-sanitizer --tool memcheck gpu-bundle/tessel_gpu_tests 2>&1 | tee "$out/memcheck.log" | tail -5
+      return $((status || PIPESTATUS[0]))
+      ;;
+    models)
+      python3 tools/compare_models.py --tessel $bin --models-dir gpu-bundle/models --out $models \
+        --target cuda --require-compiled --json-out "$out/models_cuda_fp32.json" "$@" 2>&1 | tee "$out/models_cuda_fp32.log"
+      return "${PIPESTATUS[0]}"
+      ;;
+    bf16)
+      python3 tools/check_precision.py --tessel $bin --models-dir gpu-bundle/models --out $models \
+        --target cuda --precision bf16 --json-out "$out/models_cuda_bf16.json" "$@" 2>&1 | tee "$out/models_cuda_bf16.log"
+      return "${PIPESTATUS[0]}"
+      ;;
+    bench)
+      python3 bench/gpu_models.py --tessel $bin --models-dir gpu-bundle/models --out $models \
+        --json-out "$out/gpu_bench.jsonl" "$@" 2>&1 | tee -a "$out/gpu_bench.log"
+      return "${PIPESTATUS[0]}"
+      ;;
+    *)
+      echo "usage: scripts/gpu_check.sh STAGE... [-- options for the last stage]; stages: tests models bf16 bench" >&2
+      return 2
+      ;;
+  esac
+}
 
-case "$stage" in
-  tests)
-    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/device.txt"
-    $bin --version || exit 1
-    gpu-bundle/tessel_gpu_tests 2>&1 | tee "$out/gpu_tests.log" | tail -40
-    status=${PIPESTATUS[0]}
-    compute-sanitizer --tool memcheck gpu-bundle/tessel_gpu_tests 2>&1 | tee "$out/memcheck.log" | tail -5
-    exit $((status || PIPESTATUS[0]))
-    ;;
-  models)
-    python3 tools/compare_models.py --tessel $bin --models-dir gpu-bundle/models --out $models \
-      --target cuda --require-compiled --json-out "$out/models_cuda_fp32.json" "$@" 2>&1 | tee "$out/models_cuda_fp32.log"
-    exit "${PIPESTATUS[0]}"
-    ;;
-  bf16)
-    python3 tools/check_precision.py --tessel $bin --models-dir gpu-bundle/models --out $models \
-      --target cuda --precision bf16 "$@" 2>&1 | tee "$out/models_cuda_bf16.log"
-    exit "${PIPESTATUS[0]}"
-    ;;
-  bench)
-    python3 bench/gpu_models.py --tessel $bin --models-dir gpu-bundle/models --out $models \
-      --json-out "$out/gpu_bench.jsonl" "$@" 2>&1 | tee -a "$out/gpu_bench.log"
-    exit "${PIPESTATUS[0]}"
-    ;;
-  *)
-    echo "usage: scripts/gpu_check.sh tests|models|bf16|bench [options]" >&2
-    exit 2
-    ;;
-esac
+# Stages run in order (one machine start, models materialized once);
+# options after -- go to the last stage.
+stages=()
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do stages+=("$1"); shift; done
+[ "${1:-}" = "--" ] && shift
+[ ${#stages[@]} -gt 0 ] || stages=(tests)
+status=0
+for i in "${!stages[@]}"; do
+  if [ "$i" -eq $((${#stages[@]} - 1)) ]; then run_stage "${stages[$i]}" "$@" || status=1
+  else run_stage "${stages[$i]}" || status=1; fi
+done
+exit $status
