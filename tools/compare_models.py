@@ -67,6 +67,28 @@ def parse_args():
     return p.parse_args()
 
 
+def select_skeletons(models_dir, models=""):
+    """The *.skel.onnx files of models_dir, or of the comma-separated stems in `models` (exits on unknown ones)."""
+    skels = sorted(glob.glob(os.path.join(models_dir, "*.skel.onnx")))
+    if models:
+        want = set(models.split(","))
+        skels = [s for s in skels if os.path.basename(s)[: -len(".skel.onnx")] in want]
+        missing = want - {os.path.basename(s)[: -len(".skel.onnx")] for s in skels}
+        if missing:
+            sys.exit(f"unknown models: {', '.join(sorted(missing))}")
+    if not skels:
+        sys.exit(f"no *.skel.onnx in {models_dir}")
+    return skels
+
+
+def write_results(results, json_out):
+    """Writes the per-model results to json_out (if given); returns the exit status (0 when all are ok)."""
+    if json_out:
+        with open(json_out, "w") as f:
+            json.dump(results, f, indent=1)
+    return 0 if all(r["ok"] for r in results) else 1
+
+
 def materialize(skel, out_path, models_dir):
     # Folders of extra skeletons (models/heldout) use shared/models' script.
     script = os.path.join(models_dir, "materialize.py")
@@ -262,15 +284,7 @@ def main():
     args = parse_args()
     if not args.materialize_only and not os.path.isfile(args.tessel):
         sys.exit(f"tessel binary not found: {args.tessel}")
-    skels = sorted(glob.glob(os.path.join(args.models_dir, "*.skel.onnx")))
-    if args.models:
-        want = set(args.models.split(","))
-        skels = [s for s in skels if os.path.basename(s)[: -len(".skel.onnx")] in want]
-        missing = want - {os.path.basename(s)[: -len(".skel.onnx")] for s in skels}
-        if missing:
-            sys.exit(f"unknown models: {', '.join(sorted(missing))}")
-    if not skels:
-        sys.exit(f"no *.skel.onnx in {args.models_dir}")
+    skels = select_skeletons(args.models_dir, args.models)
     if args.materialize_only:
         os.makedirs(args.out, exist_ok=True)
         for s in skels:
@@ -302,10 +316,7 @@ def main():
     n_ok = sum(r["ok"] for r in results)
     what = "compiled for CUDA" if args.cuda_compile_only else "match ONNX Runtime"
     print(f"models: {n_ok}/{len(results)} {what} ({time.time() - t_all:.0f} s)")
-    if args.json_out:
-        with open(args.json_out, "w") as f:
-            json.dump(results, f, indent=1)
-    return 0 if n_ok == len(results) else 1
+    return write_results(results, args.json_out)
 
 
 if __name__ == "__main__":

@@ -235,6 +235,27 @@ graph @main(%x: f32[n,4], %ids: i64[n]) -> (%y: f32[h,8], %cnt: i64[n]) {
   }
 }
 
+// Shape reads the low value, so with symbolic dims no Cast up stays alive
+// for it: only the input's and the output's Casts are left.
+TEST(PassPrecision, ShapeReadsTheLowValue) {
+  TS_REQUIRE_OPS("MatMul", "Shape", "Reshape", "Cast");
+  auto m = parse_model(R"(tessel.model opset(ai.onnx=17) {
+graph @main(%x: f32[n,2]) -> (%y: f32[n,2]) {
+  %w = const f32[2,2] dense<[1, 2, 3, 4]>
+  %h = MatMul(%x, %w) : f32[n,2]
+  %s = Shape(%h) : i64[2]
+  %y = Reshape(%h, %s) : f32[n,2]
+  return %y
+}
+}
+)");
+  lower_and_check(*m, DType::BF16);
+  eliminate_dead_code(*m);
+  EXPECT_EQ(producer_of(*m->graph, "Shape")->inputs[0]->type.dtype, DType::BF16);
+  EXPECT_EQ(count_ops(*m->graph, "Cast"), 2u);
+  EXPECT_NO_THROW(verify_model(*m));
+}
+
 TEST(PassPrecision, OutOfRangeConstantsSaturateSoMasksStayFinite) {
   TS_REQUIRE_OPS("Mul", "Add", "Cast");
   // A mask of float32's lowest value: (1 - m) * lowest is -0 where m = 1.

@@ -11,6 +11,7 @@
 //     result is cast back up right after it, and f32 consumers read that.
 //     Graph inputs and outputs so stay f32 (the user feeds and reads f32 and
 //     compares with the f32 reference); Casts nobody reads are dead code.
+//     Shape and Size read the low version (no Cast up for them).
 //   - an identity Cast (f32 to f32) on a low value becomes a Cast to the low
 //     type, so that an exporter's no-op Casts do not split the low chain.
 //
@@ -152,10 +153,19 @@ class LowerPrecision {
     for (Node* n : order) {
       if (runs_low(*n)) {
         rewrite_low(*n);
-      } else {
-        for (Value* v : n->outputs)
-          if (is_f32(v)) f32_native_.insert(v);
+        continue;
       }
+      // Shape and Size read no data: the low version, when there is one,
+      // spares the Cast up.
+      if ((n->op == "Shape" || n->op == "Size") && n->num_inputs() == 1) {
+        auto it = low_of_.find(n->input(0));
+        if (it != low_of_.end()) {
+          n->inputs[0] = it->second;
+          changed_ = true;
+        }
+      }
+      for (Value* v : n->outputs)
+        if (is_f32(v)) f32_native_.insert(v);
     }
     if (!changed_) return false;
     g_.topo_sort();
