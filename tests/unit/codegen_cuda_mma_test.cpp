@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "../gpu/mma_test_kernels.h"
+#include "cuda_test_util.h"
 #include "tessel/codegen/cuda/cuda_source.h"
 #include "tessel/codegen/cuda/emitter.h"
 #include "tessel/codegen/cuda/mma_gemm.h"
@@ -29,12 +30,7 @@ namespace tessel::cuda {
 namespace {
 
 using namespace tessel::mma_testing;  // NOLINT
-
-#define SKIP_WITHOUT_NVRTC()                                                   \
-  do {                                                                         \
-    std::string why_;                                                          \
-    if (!nvrtc_available(&why_)) GTEST_SKIP() << "NVRTC not available: " << why_; \
-  } while (0)
+using tessel::cuda::testing::expect_rejected;
 
 const loop::StmtNode& contract_of(const loop::Kernel& k) {
   const loop::StmtNode* found = nullptr;
@@ -124,15 +120,6 @@ TEST(MmaEmit, LaunchGeometryAndKernelShape) {
                                            "    o[i] = 1.0f32\n  }\n}\n")})
           .code;
   EXPECT_EQ(plain.find("ts_mma_"), std::string::npos);
-}
-
-void expect_rejected(const std::string& text, const std::string& what) {
-  try {
-    emit_cuda_source({loop::parse_kernel(text)});
-    ADD_FAILURE() << "accepted: " << text;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
-  }
 }
 
 TEST(MmaEmit, RejectsWhatItCannotRun) {
@@ -280,20 +267,19 @@ std::filesystem::path temp_dir(const std::string& name) {
   return d;
 }
 
-// Compiles the case's kernel for the host, runs it on `inputs` and returns
-// the output buffer (and the error word in *error).
-std::vector<uint8_t> run_on_host(const GemmCase& c, const std::vector<std::vector<uint8_t>>& inputs,
-                                 const std::string& cxx, int* error) {
-  const loop::Kernel k = gemm_case_kernel(c);
+// Compiles `k` for the host and runs it on `bufs` (one per param; the
+// outputs are overwritten with the kernel's), returning its error word; -1
+// when it could not be compiled or run.
+int run_on_host(const loop::Kernel& k, const std::map<std::string, int64_t>& syms,
+                std::vector<std::vector<uint8_t>>& bufs, const std::string& cxx) {
   const CudaSource src = emit_cuda_source({k});
-  const std::map<std::string, int64_t> syms = gemm_case_syms(c);
   const LaunchGeometry& g = src.kernels[0].launch;
   const auto dim = [&](const loop::Expr& e) { return loop::eval_index(e, syms); };
-  const auto dir = temp_dir(c.name);
+  const auto dir = temp_dir(k.name);
   std::string main = host_source(src);
   main += "\n#include <cstdio>\n#include <vector>\nint main(int, char** argv) {\n  FILE* in = std::fopen(argv[1], \"rb\");\n";
-  for (size_t i = 0; i < inputs.size(); ++i)
-    main += str_cat("  std::vector<unsigned char> p", i, "(", inputs[i].size(), ");\n  if (std::fread(p", i,
+  for (size_t i = 0; i < bufs.size(); ++i)
+    main += str_cat("  std::vector<unsigned char> p", i, "(", bufs[i].size(), ");\n  if (std::fread(p", i,
                     ".data(), 1, p", i, ".size(), in) != p", i, ".size()) return 2;\n");
   main += "  std::fclose(in);\n  int err = 0;\n";
   std::string call = str_cat("  ts_emu::launch(", dim(g.grid[0]), ", ", dim(g.grid[1]), ", ", dim(g.grid[2]), ", ",
@@ -301,13 +287,13 @@ std::vector<uint8_t> run_on_host(const GemmCase& c, const std::vector<std::vecto
   for (size_t i = 0; i < k.params.size(); ++i)
     call += str_cat("(", detail::storage_type(k.params[i]->dtype), "*)p", i, ".data(), ");
   for (const std::string& s : k.syms) call += str_cat(syms.at(s), "ll, ");
-  main += call + "&err); });\n";
-  main += str_cat("  FILE* out = std::fopen(argv[2], \"wb\");\n  std::fwrite(p3.data(), 1, p3.size(), out);\n",
-                  "  std::fwrite(&err, sizeof err, 1, out);\n  std::fclose(out);\n  return 0;\n}\n");
+  main += call + "&err); });\n  FILE* out = std::fopen(argv[2], \"wb\");\n";
+  for (size_t i = k.num_inputs; i < bufs.size(); ++i) main += str_cat("  std::fwrite(p", i, ".data(), 1, p", i, ".size(), out);\n");
+  main += "  std::fwrite(&err, sizeof err, 1, out);\n  std::fclose(out);\n  return 0;\n}\n";
   std::ofstream(dir / "main.cpp") << main;
   {
     std::ofstream bin(dir / "in.bin", std::ios::binary);
-    for (const auto& b : inputs) bin.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+    for (const auto& b : bufs) bin.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
   }
   const std::string compile = str_cat(cxx, " -std=c++20 -O1 -w -I", TESSEL_SOURCE_DIR, "/tests/unit -o ",
                                       (dir / "emu").string(), " ", (dir / "main.cpp").string(), " > ",
@@ -315,27 +301,29 @@ std::vector<uint8_t> run_on_host(const GemmCase& c, const std::vector<std::vecto
   if (std::system(compile.c_str()) != 0) {
     std::ifstream log(dir / "log.txt");
     ADD_FAILURE() << "host compile failed: " << std::string(std::istreambuf_iterator<char>(log), {}).substr(0, 3000);
-    return {};
+    return -1;
   }
   const std::string run = str_cat((dir / "emu").string(), " ", (dir / "in.bin").string(), " ", (dir / "out.bin").string());
-  EXPECT_EQ(std::system(run.c_str()), 0);
+  if (std::system(run.c_str()) != 0) {
+    ADD_FAILURE() << "the emulation of " << k.name << " failed";
+    return -1;
+  }
   std::ifstream out(dir / "out.bin", std::ios::binary);
-  std::vector<uint8_t> result(inputs[3].size());
-  out.read(reinterpret_cast<char*>(result.data()), static_cast<std::streamsize>(result.size()));
-  out.read(reinterpret_cast<char*>(error), sizeof *error);
+  for (size_t i = k.num_inputs; i < bufs.size(); ++i)
+    out.read(reinterpret_cast<char*>(bufs[i].data()), static_cast<std::streamsize>(bufs[i].size()));
+  int error = -1;
+  out.read(reinterpret_cast<char*>(&error), sizeof error);
   std::filesystem::remove_all(dir);
-  return result;
+  return error;
 }
 
 void expect_emulation_matches(const GemmCase& c) {
   const std::string cxx = host_compiler();
   if (cxx.empty()) GTEST_SKIP() << "no host C++ compiler (c++ or $CXX)";
-  const std::vector<std::vector<uint8_t>> inputs = gemm_case_inputs(c, 17);
-  int error = -1;
-  const std::vector<uint8_t> got = run_on_host(c, inputs, cxx, &error);
-  if (got.empty()) return;
-  EXPECT_EQ(error, 0);
-  EXPECT_EQ(compare_gemm(c, got, gemm_reference(c, inputs)), "") << plan_of(c).tiles.bm;
+  std::vector<std::vector<uint8_t>> bufs = gemm_case_inputs(c, 17);
+  const GemmReference want = gemm_reference(c, bufs);
+  ASSERT_EQ(run_on_host(gemm_case_kernel(c), gemm_case_syms(c), bufs, cxx), 0);
+  EXPECT_EQ(compare_gemm(c, bufs[3], want), "") << plan_of(c).tiles.bm;
 }
 
 // Two M tiles, two N tiles, three K tiles (the last partial), two batch
@@ -355,6 +343,44 @@ TEST(MmaEmulation, F16TransposedOperandsSmallTiles) {
 TEST(MmaEmulation, Tf32x3) {
   expect_emulation_matches({"emu_f32_gemv", DType::F32, 1, 1, 150, 45, false, false, false, DType::F32, false});
   expect_emulation_matches({"emu_f32", DType::F32, 2, 70, 9, 40, false, true, true, DType::F32, true});
+}
+
+// Lowered groups: a Gemm with bias and relu, attention's batched product, an
+// implicit-GEMM convolution (the padding select in B, the flat views), with
+// |got - want| <= 1e-5 (max |want| + |want|).
+TEST(MmaEmulation, LoweredGroups) {
+  const std::string cxx = host_compiler();
+  if (cxx.empty()) GTEST_SKIP() << "no host C++ compiler (c++ or $CXX)";
+  for (const auto& [name, build] : gemm_models()) {
+    if (name == "matmul" || name == "matmul_bf16") continue;  // as in the cases above
+    Model m;
+    GraphBuilder b(m);
+    build(b);
+    for (const LoweredGroup& lg : lowered_gemm_groups(m)) {
+      std::vector<std::vector<uint8_t>> want;
+      for (const loop::BufferRef& p : lg.kernel.params) {
+        int64_t n = 1;
+        for (const loop::Expr& d : p->shape) n *= loop::eval_index(d, {});
+        std::vector<uint8_t> v(static_cast<size_t>(n) * 4);
+        for (int64_t i = 0; i < n; ++i) {
+          const float f = static_cast<float>((i * 7919 + 13 * static_cast<int64_t>(v.size())) % 2001) / 1000.0f - 1.0f;
+          std::memcpy(v.data() + 4 * i, &f, 4);
+        }
+        want.push_back(std::move(v));
+      }
+      std::vector<std::vector<uint8_t>> got = want;
+      ASSERT_EQ(loop::run_kernel(lg.kernel, pointers(want), {}), 0);
+      ASSERT_EQ(run_on_host(lg.kernel, {}, got, cxx), 0) << name;
+      const std::vector<uint8_t>& g = got.back();
+      const std::vector<uint8_t>& w = want.back();
+      double max_abs = 0;
+      for (size_t i = 0; i < w.size() / 4; ++i) max_abs = std::max(max_abs, std::fabs(element(w, DType::F32, i)));
+      for (size_t i = 0; i < w.size() / 4; ++i) {
+        const double x = element(g, DType::F32, i), y = element(w, DType::F32, i);
+        ASSERT_LE(std::fabs(x - y), 1e-5 * (max_abs + std::fabs(y))) << name << " output " << i;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include "../gpu/cuda_test_kernels.h"
 #include "cli_test_util.h"
+#include "cuda_test_util.h"
 #include "tessel/codegen/cuda/cuda_source.h"
 #include "tessel/codegen/cuda/nvrtc.h"
 #include "tessel/loop/printer.h"
@@ -20,12 +21,7 @@ namespace {
 
 using namespace tessel::cuda_testing;  // NOLINT
 using tessel::testing::run_tessel;
-
-#define SKIP_WITHOUT_NVRTC()                                                   \
-  do {                                                                         \
-    std::string why_;                                                          \
-    if (!nvrtc_available(&why_)) GTEST_SKIP() << "NVRTC not available: " << why_; \
-  } while (0)
+using tessel::cuda::testing::expect_rejected;
 
 std::filesystem::path temp_dir(const std::string& name) {
   auto d = std::filesystem::temp_directory_path() / ("tessel_cuda_test_" + name + "_" + std::to_string(::getpid()));
@@ -107,15 +103,6 @@ TEST(CudaSource, LaunchGeometryComesFromGpuLoops) {
   EXPECT_EQ(loop::eval_index(g.block[1], n5), 2);
   EXPECT_EQ(loop::eval_index(g.block[2], n5), 1);
   EXPECT_NE(src.code.find("__shared__ float b_sh[32];"), std::string::npos) << src.code;
-}
-
-void expect_rejected(const std::string& text, const std::string& what) {
-  try {
-    emit_cuda_source({loop::parse_kernel(text)});
-    ADD_FAILURE() << "accepted: " << text;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
-  }
 }
 
 TEST(CudaSource, RejectsWhatItCannotRun) {

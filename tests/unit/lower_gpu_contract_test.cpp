@@ -48,51 +48,29 @@ LoweredGroup generic_nest(const FusionGroup& g) {
   return lg;
 }
 
-struct GroupRun {
-  std::vector<RtValue> outputs;
-  std::vector<std::string> schedules;  // per lowered group
-  std::vector<loop::Kernel> kernels;
-};
+// Runs m (the pipeline has run) with every compiled group of its fusion
+// plan lowered by `lower` and evaluated, the other groups interpreted.
+testing::PlanRun run_groups(const Model& m, const std::vector<RtValue>& inputs,
+                            const std::function<LoweredGroup(const FusionGroup&)>& lower) {
+  return testing::run_plan(*m.graph, plan_fusion(*m.graph, OpRegistry::global()), inputs, lower);
+}
 
-// Runs m (the pipeline has run) with every compiled group lowered by
-// `lower` and evaluated, the other groups interpreted.
-GroupRun run_groups(const Model& m, const std::vector<RtValue>& inputs, const std::map<std::string, int64_t>& dims,
-               const std::function<LoweredGroup(const FusionGroup&)>& lower) {
-  const Graph& g = *m.graph;
-  const FusionPlan plan = plan_fusion(g, OpRegistry::global());
-  std::map<const Value*, RtValue> vals;
-  for (size_t i = 0; i < inputs.size(); ++i) vals[g.inputs[i]] = inputs[i];
-  auto value_of = [&](const Value* v) -> const RtValue* {
-    auto it = vals.find(v);
-    return it == vals.end() ? nullptr : &it->second;
-  };
-  GroupRun r;
-  Interpreter interp;
-  for (const FusionGroup& fg : plan.groups) {
-    if (!fg.compiled) {
-      std::vector<RtValue> outs = interp.run_node(*fg.root, value_of);
-      for (size_t o = 0; o < fg.root->outputs.size(); ++o)
-        if (fg.root->outputs[o]) vals[fg.root->outputs[o]] = outs[o];
-      continue;
-    }
-    const LoweredGroup lg = lower(fg);
-    testing::eval_group(lg, dims, vals);
-    r.schedules.push_back(lg.schedule);
-    r.kernels.push_back(lg.kernel);
-  }
-  for (const Value* v : g.outputs) r.outputs.push_back(v->constant ? RtValue(*v->constant) : vals.at(v));
-  return r;
+std::vector<std::string> schedules_of(const testing::PlanRun& r) {
+  std::vector<std::string> s;
+  for (const LoweredGroup& lg : r.lowered) s.push_back(lg.schedule);
+  return s;
 }
 
 // Lowers m for the GPU and expects `contracts` Contract kernels whose
 // results equal the generic nest's bit for bit and the interpreter's
 // within `tol`. Returns the GPU run.
-GroupRun expect_contract_lowering(Model& m, size_t contracts, const std::map<std::string, int64_t>& dims = {},
-                             Tolerance tol = Tolerance{1e-5, 1e-5}) {
+testing::PlanRun expect_contract_lowering(Model& m, size_t contracts,
+                                          const std::map<std::string, int64_t>& dims = {},
+                                          Tolerance tol = Tolerance{1e-5, 1e-5}) {
   PassOptions po;
   run_pipeline(m, po);
   const std::vector<RtValue> in = testing::random_inputs(*m.graph, dims, 7);
-  const GroupRun gpu = run_groups(m, in, dims, [](const FusionGroup& g) {
+  const testing::PlanRun gpu = run_groups(m, in, [](const FusionGroup& g) {
     LoweredGroup lg = lower_group_gpu_nest(g, OpRegistry::global());
     // Contract kernels need no GPU schedule: it leaves them to the
     // tensor-core emitter as they are.
@@ -102,15 +80,15 @@ GroupRun expect_contract_lowering(Model& m, size_t contracts, const std::map<std
     }
     return lg;
   });
-  const GroupRun nest = run_groups(m, in, dims, generic_nest);
+  const testing::PlanRun nest = run_groups(m, in, generic_nest);
   size_t n = 0;
-  for (size_t i = 0; i < gpu.kernels.size(); ++i) {
-    if (!contracts_in(gpu.kernels[i])) continue;
+  for (const LoweredGroup& lg : gpu.lowered) {
+    if (!contracts_in(lg.kernel)) continue;
     ++n;
-    EXPECT_TRUE(gpu.schedules[i] == "contract" || gpu.schedules[i] == "conv_contract") << gpu.schedules[i];
-    EXPECT_EQ(contracts_in(gpu.kernels[i]), 1u);
+    EXPECT_TRUE(lg.schedule == "contract" || lg.schedule == "conv_contract") << lg.schedule;
+    EXPECT_EQ(contracts_in(lg.kernel), 1u);
   }
-  EXPECT_EQ(n, contracts) << (gpu.kernels.empty() ? "" : loop::print(gpu.kernels[0]));
+  EXPECT_EQ(n, contracts) << (gpu.lowered.empty() ? "" : loop::print(gpu.lowered[0].kernel));
   const std::vector<RtValue> want = Interpreter().run(*m.graph, in);
   EXPECT_EQ(gpu.outputs.size(), want.size());
   for (size_t i = 0; i < want.size() && i < gpu.outputs.size(); ++i) {
@@ -129,8 +107,8 @@ TEST(LowerGpuContract, MatMul) {
   Model m;
   GraphBuilder b(m);
   b.output(b.op("MatMul", {b.input("x", DType::F32, {37, 29}), b.input("w", DType::F32, {29, 53})}));
-  const GroupRun r = expect_contract_lowering(m, 1);
-  const std::string text = loop::print(r.kernels[0]);
+  const testing::PlanRun r = expect_contract_lowering(m, 1);
+  const std::string text = loop::print(r.lowered[0].kernel);
   EXPECT_NE(text.find("contract "), std::string::npos) << text;
   EXPECT_NE(text.find("in [0, 37), "), std::string::npos) << text;
 }
@@ -143,11 +121,11 @@ TEST(LowerGpuContract, GemmWithBiasAndRelu) {
   Value* bias = b.input("bias", DType::F32, {53});
   b.output(b.op("Relu", {b.op("Gemm", {x, w, bias}, {{"transB", Attribute::of_int(1)},
                                                    {"alpha", Attribute::of_float(0.5f)}})}));
-  const GroupRun r = expect_contract_lowering(m, 1);
+  const testing::PlanRun r = expect_contract_lowering(m, 1);
   // The whole group is the one kernel: bias and relu are its epilogue.
-  EXPECT_EQ(r.kernels.size(), 1u);
-  EXPECT_NE(loop::print(r.kernels[0]).find(" = select(g1_acc * 0.5f32 + in2[g1_j] < 0.0f32"), std::string::npos)
-      << loop::print(r.kernels[0]);
+  EXPECT_EQ(r.lowered.size(), 1u);
+  EXPECT_NE(loop::print(r.lowered[0].kernel).find(" = select(g1_acc * 0.5f32 + in2[g1_j] < 0.0f32"), std::string::npos)
+      << loop::print(r.lowered[0].kernel);
 }
 
 // Attention's Q K^T and P V: a batch of products over (batch, heads).
@@ -159,8 +137,9 @@ TEST(LowerGpuContract, BatchedAttentionProducts) {
   Value* kt = b.op("Transpose", {k}, {{"perm", ints({0, 1, 3, 2})}});
   Value* s = b.op("Mul", {b.op("MatMul", {q, kt}), b.const_f32({}, {0.25f})});
   b.output(s);
-  const GroupRun r = expect_contract_lowering(m, 1);
-  for (const loop::Kernel& kern : r.kernels) {
+  const testing::PlanRun r = expect_contract_lowering(m, 1);
+  for (const LoweredGroup& lg : r.lowered) {
+    const loop::Kernel& kern = lg.kernel;
     if (!contracts_in(kern)) continue;
     loop::visit_stmt(kern.body, [&](const loop::Stmt& st) {
       if (st->kind != loop::StmtKind::Contract) return;
@@ -190,8 +169,8 @@ TEST(LowerGpuContract, ConvImplicitGemmWithBiasAndRelu) {
   Value* w = b.input("w", DType::F32, {5, 3, 3, 3});
   Value* bias = b.input("b", DType::F32, {5});
   b.output(b.op("Relu", {b.op("Conv", {x, w, bias}, {{"pads", ints({1, 1, 1, 1})}, {"strides", ints({2, 1})}})}));
-  const GroupRun r = expect_contract_lowering(m, 1);
-  EXPECT_EQ(r.schedules, std::vector<std::string>{"conv_contract"});
+  const testing::PlanRun r = expect_contract_lowering(m, 1);
+  EXPECT_EQ(schedules_of(r), std::vector<std::string>{"conv_contract"});
 }
 
 // Depthwise convolutions have no Contract form: the generic nest.
@@ -201,8 +180,8 @@ TEST(LowerGpuContract, DepthwiseConvIsAGenericNest) {
   Value* x = b.input("x", DType::F32, {1, 4, 6, 6});
   Value* w = b.input("w", DType::F32, {4, 1, 3, 3});
   b.output(b.op("Relu", {b.op("Conv", {x, w}, {{"group", Attribute::of_int(4)}, {"pads", ints({1, 1, 1, 1})}})}));
-  const GroupRun r = expect_contract_lowering(m, 0);
-  EXPECT_EQ(r.schedules, std::vector<std::string>{"nest"});
+  const testing::PlanRun r = expect_contract_lowering(m, 0);
+  EXPECT_EQ(schedules_of(r), std::vector<std::string>{"nest"});
 }
 
 // bf16 and f16 products sum in f32 (the lowering casts each operand to f32,
@@ -214,8 +193,8 @@ TEST(LowerGpuContract, HalfPrecisionProducts) {
     Value* x = b.input("x", t, {9, 40});
     Value* w = b.input("w", t, {40, 11});
     b.output(b.op("MatMul", {x, w}));
-    const GroupRun r = expect_contract_lowering(m, 1, {}, Tolerance{1e-2, 1e-2});
-    const std::string text = loop::print(r.kernels[0]);
+    const testing::PlanRun r = expect_contract_lowering(m, 1, {}, Tolerance{1e-2, 1e-2});
+    const std::string text = loop::print(r.lowered[0].kernel);
     EXPECT_NE(text.find(str_cat("dot(cast<f32>(")), std::string::npos) << text;
     EXPECT_NE(text.find(str_cat("cast<", dtype_name(t), ">(")), std::string::npos) << text;
   }

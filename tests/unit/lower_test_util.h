@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
 #include <string>
 
@@ -50,14 +51,16 @@ inline void eval_group(const LoweredGroup& lg, const std::map<std::string, int64
   vals[out] = RtValue(result);
 }
 
-// Runs m with every compiled group lowered (as driver/compiler.h plans it) and
-// evaluated, the others interpreted.
-inline EvalRun run_lowered(const Model& m, const std::vector<RtValue>& inputs) {
-  const Graph& g = *m.graph;
-  // The compiler's own planning: fusion, lowering, math expansion, simplification.
-  CompiledModel c = lower_for_cpu(m);
-  const FusionPlan& plan = c.plan;
-  size_t next = 0;
+// The groups of `plan` run in order on the graph inputs `inputs`: compiled
+// groups lowered by `lower` and evaluated, the others interpreted.
+struct PlanRun {
+  std::vector<RtValue> outputs;
+  size_t interpreted = 0;
+  std::vector<LoweredGroup> lowered;  // in plan order
+};
+
+inline PlanRun run_plan(const Graph& g, const FusionPlan& plan, const std::vector<RtValue>& inputs,
+                        const std::function<LoweredGroup(const FusionGroup&)>& lower) {
   std::map<const Value*, RtValue> vals;
   std::map<std::string, int64_t> bind;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -68,7 +71,7 @@ inline EvalRun run_lowered(const Model& m, const std::vector<RtValue>& inputs) {
     auto it = vals.find(v);
     return it == vals.end() ? nullptr : &it->second;
   };
-  EvalRun r;
+  PlanRun r;
   Interpreter interp;
   for (const FusionGroup& fg : plan.groups) {
     if (!fg.compiled) {
@@ -78,14 +81,32 @@ inline EvalRun run_lowered(const Model& m, const std::vector<RtValue>& inputs) {
       ++r.interpreted;
       continue;
     }
+    r.lowered.push_back(lower(fg));
+    eval_group(r.lowered.back(), bind, vals);
+  }
+  for (const Value* v : g.outputs) r.outputs.push_back(v->constant ? RtValue(*v->constant) : vals.at(v));
+  return r;
+}
+
+// Runs m with every compiled group lowered (as driver/compiler.h plans it) and
+// evaluated, the others interpreted.
+inline EvalRun run_lowered(const Model& m, const std::vector<RtValue>& inputs) {
+  // The compiler's own planning: fusion, lowering, math expansion, simplification.
+  const CompiledModel c = lower_for_cpu(m);
+  size_t next = 0;
+  const PlanRun p = run_plan(*m.graph, c.plan, inputs, [&](const FusionGroup&) {
     const LoweredGroup& lg = c.lowered.at(next++);
     loop::verify(lg.kernel);
-    eval_group(lg, bind, vals);
+    return lg;
+  });
+  EvalRun r;
+  r.outputs = p.outputs;
+  r.interpreted = p.interpreted;
+  for (const LoweredGroup& lg : p.lowered) {
     ++r.kernels;
     if (lg.schedule == "gemm") ++r.gemm_kernels;
     ++r.schedules[lg.schedule];
   }
-  for (const Value* v : g.outputs) r.outputs.push_back(v->constant ? RtValue(*v->constant) : vals.at(v));
   return r;
 }
 

@@ -1,0 +1,165 @@
+// Tensor-core GEMMs (codegen/cuda/mma_gemm.h) on the GPU against the loop
+// IR evaluator: every shape of mma_test_kernels.h's gemm_cases (sizes 1, 7,
+// 64, 129, 300 in every dimension, batches of 3, both layouts of each
+// operand, bias+relu epilogues) in f32 (3xTF32), bf16 and f16, within
+// compare_gemm's bound (1e-5 of Σ_k |a b| plus one ulp of the output type);
+// K = 0; a batch beyond gridDim.y's limit; a failing epilogue assert; and
+// the lowered groups of small models (MatMul, Gemm+bias+Relu, attention,
+// Conv+bias+Relu, bf16 MatMul) within the f32 tolerance of the model tests.
+// Every test skips where there is no GPU or no NVRTC.
+#include <gtest/gtest.h>
+
+#include "cuda_test_kernels.h"
+#include "mma_test_kernels.h"
+#include "tessel/codegen/cuda/driver_api.h"
+#include "tessel/codegen/cuda/gpu_runner.h"
+#include "tessel/codegen/cuda/nvrtc.h"
+#include "tessel/loop/printer.h"
+
+namespace tessel::cuda {
+namespace {
+
+using namespace tessel::mma_testing;  // NOLINT
+
+#define SKIP_WITHOUT_GPU()                                                      \
+  do {                                                                          \
+    std::string why_;                                                           \
+    if (!cuda_available(&why_)) GTEST_SKIP() << "no usable GPU: " << why_;      \
+    if (!nvrtc_available(&why_)) GTEST_SKIP() << "NVRTC not available: " << why_; \
+  } while (0)
+
+std::vector<int64_t> syms_of(const GemmCase& c) {
+  return c.m_symbolic ? std::vector<int64_t>{c.M} : std::vector<int64_t>{};
+}
+
+void expect_cases_match(const std::vector<GemmCase>& cases) {
+  std::vector<loop::Kernel> ks;
+  for (const GemmCase& c : cases) ks.push_back(gemm_case_kernel(c));
+  GpuKernels gpu(ks);
+  // One seed: the evaluator's reference is the slow part (about 50M
+  // multiply-adds per precision, twice).
+  for (const GemmCase& c : cases) {
+    std::vector<std::vector<uint8_t>> bufs = gemm_case_inputs(c, 1);
+    const GemmReference want = gemm_reference(c, bufs);
+    ASSERT_EQ(gpu.run(c.name, pointers(bufs), syms_of(c)), 0) << c.name;
+    EXPECT_EQ(compare_gemm(c, bufs[3], want), "") << loop::print(gemm_case_kernel(c));
+  }
+}
+
+TEST(GpuMma, Tf32x3MatchesTheEvaluator) {
+  SKIP_WITHOUT_GPU();
+  expect_cases_match(gemm_cases(DType::F32));
+}
+
+TEST(GpuMma, Bf16MatchesTheEvaluator) {
+  SKIP_WITHOUT_GPU();
+  expect_cases_match(gemm_cases(DType::BF16));
+}
+
+TEST(GpuMma, F16MatchesTheEvaluator) {
+  SKIP_WITHOUT_GPU();
+  expect_cases_match(gemm_cases(DType::F16));
+}
+
+// K = 0: every output is the epilogue of 0; M = 0: nothing runs.
+TEST(GpuMma, EmptyKAndEmptyM) {
+  SKIP_WITHOUT_GPU();
+  GemmCase empty_k{"empty_k", DType::F32, 3, 5, 7, 0, false, false, true, DType::F32, true};
+  expect_cases_match({empty_k});
+  GemmCase empty_m{"empty_m", DType::BF16, 3, 0, 7, 9, false, false, false, DType::BF16, true};
+  expect_cases_match({empty_m});
+}
+
+// 70000 batch entries of one 16-row tile: more than gridDim.y's 65535, so
+// the kernel's grid-stride loop takes the rest.
+TEST(GpuMma, BatchBeyondTheGridLimit) {
+  SKIP_WITHOUT_GPU();
+  expect_cases_match({{"many", DType::BF16, 70000, 1, 8, 8, false, false, false, DType::F32, false}});
+}
+
+TEST(GpuMma, EpilogueAssertReturnsItsNumber) {
+  SKIP_WITHOUT_GPU();
+  const loop::Kernel k = loop::parse_kernel(
+      "kernel asserting(in %a: f32[40, 20], in %b: f32[20, 30], out %o: f32[40, 30]) {\n"
+      "  assert true, \"first\"\n"
+      "  contract bb in [0, 1), i in [0, 40), j in [0, 30), k in [0, 20): acc = dot(a[i, k], b[k, j]) {\n"
+      "    assert acc < 1000.0f32, \"too large\"\n    o[i, j] = acc\n  }\n}\n");
+  GpuKernels gpu({k});
+  std::vector<float> a(800, 0.5f), b(600, 0.5f), o(1200);
+  EXPECT_EQ(gpu.run(k.name, {a.data(), b.data(), o.data()}, {}), 0);
+  EXPECT_EQ(o[0], 5.0f);
+  a[7 * 20 + 3] = 1e6f;  // row 7 exceeds the bound
+  EXPECT_EQ(gpu.run(k.name, {a.data(), b.data(), o.data()}, {}), 2);
+  a[7 * 20 + 3] = 0.5f;
+  EXPECT_EQ(gpu.run(k.name, {a.data(), b.data(), o.data()}, {}), 0);  // the next launch is fine
+}
+
+// |got - want| <= rel (max |want| + |want|) per output of a lowered group.
+std::string compare_group_outputs(const loop::Kernel& k, cuda_testing::HostBuffers& got,
+                                  cuda_testing::HostBuffers& want, double rel) {
+  for (size_t p = k.num_inputs; p < k.params.size(); ++p) {
+    const DType t = k.params[p]->dtype;
+    const size_t n = want.data[p].size() / dtype_storage_size(t);
+    double max_abs = 0;
+    for (size_t i = 0; i < n; ++i) max_abs = std::max(max_abs, std::fabs(element(want.data[p], t, i)));
+    for (size_t i = 0; i < n; ++i) {
+      const double g = element(got.data[p], t, i), w = element(want.data[p], t, i);
+      if (!(std::fabs(g - w) <= rel * (max_abs + std::fabs(w))))
+        return str_cat(k.name, ": output ", k.params[p]->name, "[", i, "] is ", g, ", expected ", w);
+    }
+  }
+  return "";
+}
+
+TEST(GpuMma, LoweredGroupsMatchTheEvaluator) {
+  SKIP_WITHOUT_GPU();
+  struct GroupCase {
+    const char* name;
+    DType t;
+    std::function<void(GraphBuilder&, DType)> build;
+  };
+  const std::vector<GroupCase> cases = {
+      {"matmul", DType::F32, [](GraphBuilder& b, DType t) {
+         b.output(b.op("MatMul", {b.input("x", t, {37, 129}), b.input("w", t, {129, 300})}));
+       }},
+      {"gemm_bias_relu", DType::F32, [](GraphBuilder& b, DType t) {
+         Value* g = b.op("Gemm", {b.input("x", t, {64, 300}), b.input("w", t, {7, 300}), b.input("bias", t, {7})},
+                         {{"transB", Attribute::of_int(1)}});
+         b.output(b.op("Relu", {g}));
+       }},
+      {"attention", DType::F32, [](GraphBuilder& b, DType t) {
+         Value* k = b.op("Transpose", {b.input("k", t, {2, 3, 129, 64})}, {{"perm", Attribute::of_ints({0, 1, 3, 2})}});
+         b.output(b.op("MatMul", {b.input("q", t, {2, 3, 129, 64}), k}));
+       }},
+      {"conv_bias_relu", DType::F32, [](GraphBuilder& b, DType t) {
+         Value* c = b.op("Conv", {b.input("x", t, {2, 16, 15, 13}), b.input("w", t, {24, 16, 3, 3}),
+                                  b.input("b", t, {24})},
+                         {{"pads", Attribute::of_ints({1, 1, 1, 1})}, {"strides", Attribute::of_ints({2, 1})}});
+         b.output(b.op("Relu", {c}));
+       }},
+      {"matmul_bf16", DType::BF16, [](GraphBuilder& b, DType t) {
+         b.output(b.op("MatMul", {b.input("x", t, {9, 300}), b.input("w", t, {300, 129})}));
+       }},
+  };
+  for (const GroupCase& gc : cases) {
+    Model m;
+    GraphBuilder b(m);
+    gc.build(b, gc.t);
+    std::vector<loop::Kernel> ks;
+    for (const LoweredGroup& lg : cuda_testing::lowered_gpu_groups(m)) ks.push_back(lg.kernel);
+    ASSERT_FALSE(ks.empty()) << gc.name;
+    GpuKernels gpu(ks);
+    for (const loop::Kernel& k : ks) {
+      cuda_testing::HostBuffers want = cuda_testing::random_buffers(k, {}, 3, false);
+      cuda_testing::HostBuffers got = want;
+      ASSERT_EQ(loop::run_kernel(k, want.ptrs(), {}), 0);
+      ASSERT_EQ(gpu.run(k.name, got.ptrs(), {}), 0);
+      // f32: the model tests' tolerance scaled down to 1e-5; bf16 outputs: one bf16 rounding.
+      EXPECT_EQ(compare_group_outputs(k, got, want, gc.t == DType::F32 ? 1e-5 : std::ldexp(1.0, -7)), "")
+          << gc.name;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tessel::cuda
