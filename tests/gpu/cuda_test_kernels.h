@@ -22,6 +22,8 @@
 #include "tessel/loop/eval.h"
 #include "tessel/loop/ir.h"
 #include "tessel/loop/parser.h"
+#include "tessel/loop/verifier.h"
+#include "tessel/loop/visit.h"
 #include "tessel/lower/lower_gpu.h"
 #include "tessel/ops/registry.h"
 #include "tessel/passes/fusion.h"
@@ -200,6 +202,17 @@ inline std::vector<GroupModel> group_models() {
   };
 }
 
+// Every compiled group of the model with the GPU nest, before
+// schedule_for_gpu (the loop IR the evaluator runs fastest).
+inline std::vector<LoweredGroup> gpu_nest_groups(Model& m) {
+  PassOptions po;
+  run_pipeline(m, po);
+  std::vector<LoweredGroup> out;
+  for (const FusionGroup& g : plan_fusion(*m.graph, OpRegistry::global()).groups)
+    if (g.compiled) out.push_back(lower_group_gpu_nest(g, OpRegistry::global()));
+  return out;
+}
+
 // Every fused group of the model, lowered for the GPU (groups that do not
 // lower are skipped: the interpreter would run them).
 inline std::vector<LoweredGroup> lowered_gpu_groups(Model& m) {
@@ -289,22 +302,84 @@ inline bool is_nan_bits(DType t, uint64_t v) {
   }
 }
 
+inline double float_value(DType t, uint64_t v) {
+  switch (t) {
+    case DType::F64: return std::bit_cast<double>(v);
+    case DType::F32: return std::bit_cast<float>(static_cast<uint32_t>(v));
+    case DType::F16: return f16_bits_to_f32(static_cast<uint16_t>(v));
+    case DType::BF16: return bf16_bits_to_f32(static_cast<uint16_t>(v));
+    default: return 0;
+  }
+}
+
+// Whether the kernel has a gpu.lanes reduction whose result depends on the
+// order of its operations (a float sum or product): the GPU combines the
+// threads' partials in a tree, the evaluator runs the loop in order.
+inline bool has_reordered_reduction(const loop::Kernel& k) {
+  bool found = false;
+  loop::visit_stmt(k.body, [&](const loop::Stmt& s) {
+    if (s->kind != loop::StmtKind::For || s->for_kind != loop::ForKind::GpuLanes) return;
+    const loop::StmtNode* u = loop::lanes_reduction_update(*s);
+    found = found || (u && is_float(u->buffer->dtype) &&
+                      (u->value->binary == loop::BinaryOp::Add || u->value->binary == loop::BinaryOp::Mul));
+  }, [](const loop::Expr&) {});
+  return found;
+}
+
 // "" when every output is bitwise equal (any two NaNs of a float type
-// count as equal); else the first difference.
-inline std::string compare_outputs(const loop::Kernel& k, const HostBuffers& got, const HostBuffers& want) {
+// count as equal); else the first difference. With rel > 0 (kernels with a
+// reordered reduction), finite float values may differ by rel times the
+// largest finite magnitude in their row (the output's last dimension) for
+// f32, 1e-8 of that for f64, and one unit in the last place of that
+// magnitude for f16 (2^-10) and bf16 (2^-7); NaNs and infinities must
+// match, other types bitwise.
+inline std::string compare_outputs(const loop::Kernel& k, const HostBuffers& got, const HostBuffers& want,
+                                   double rel = 0) {
   for (size_t p = k.num_inputs; p < k.params.size(); ++p) {
     const loop::Buffer& b = *k.params[p];
     const size_t size = dtype_storage_size(b.dtype);
-    for (size_t i = 0; i * size < want.data[p].size(); ++i) {
-      uint64_t g = 0, w = 0;
-      std::memcpy(&g, got.data[p].data() + i * size, size);
-      std::memcpy(&w, want.data[p].data() + i * size, size);
+    const size_t n = want.data[p].size() / size;
+    const auto bits = [&](const HostBuffers& h, size_t i) {
+      uint64_t v = 0;
+      std::memcpy(&v, h.data[p].data() + i * size, size);
+      return v;
+    };
+    const bool close = rel > 0 && is_float(b.dtype);
+    const double tol = b.dtype == DType::F64 ? rel * 1e-8 : b.dtype == DType::F16 ? std::max(rel, 0x1p-10)
+                       : b.dtype == DType::BF16                                    ? std::max(rel, 0x1p-7)
+                                                                                   : rel;
+    size_t row = 1;
+    if (close && !b.shape.empty()) {
+      int64_t last = 0;
+      if (loop::as_const_int(b.shape.back(), &last) && last > 0) row = static_cast<size_t>(last);
+      if (row == 1 || n % row) row = n ? n : 1;  // symbolic: the whole output
+    }
+    double row_max = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (close && i % row == 0) {
+        row_max = 0;
+        for (size_t j = i; j < std::min(n, i + row); ++j) {
+          const double w = std::fabs(float_value(b.dtype, bits(want, j)));
+          if (std::isfinite(w)) row_max = std::max(row_max, w);
+        }
+      }
+      const uint64_t g = bits(got, i), w = bits(want, i);
       if (g == w || (is_nan_bits(b.dtype, g) && is_nan_bits(b.dtype, w))) continue;
+      if (close) {
+        const double gv = float_value(b.dtype, g), wv = float_value(b.dtype, w);
+        if (std::isfinite(gv) && std::isfinite(wv) && std::fabs(gv - wv) <= tol * row_max) continue;
+      }
       return str_cat(k.name, ": output ", b.name, "[", i, "] (", dtype_name(b.dtype), ") is 0x", std::hex, g,
-                     ", expected 0x", w);
+                     ", expected 0x", w, std::dec, close ? str_cat(" (", float_value(b.dtype, g), " vs ",
+                                                                   float_value(b.dtype, w), ")") : "");
     }
   }
   return "";
 }
+
+// The tolerance tests compare `k`'s GPU results with: 1e-5 (f32, relative
+// to the row's magnitude) when it has a reordered reduction, else 0
+// (bitwise).
+inline double lanes_tolerance(const loop::Kernel& k) { return has_reordered_reduction(k) ? 1e-5 : 0; }
 
 }  // namespace tessel::cuda_testing

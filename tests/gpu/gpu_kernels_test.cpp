@@ -1,7 +1,10 @@
 // The CUDA backend on a GPU: emitted kernels run on device 0 and must agree
 // bit for bit with the loop IR evaluator on the host (NaNs of one type count
-// as equal), the schedule's kernels and the hand-written ones alike. Every
-// test skips (GTEST_SKIP) where there is no usable GPU or no NVRTC.
+// as equal), the schedule's kernels and the hand-written ones alike; kernels
+// with a float sum or product in a gpu.lanes reduction (combined in a tree
+// on the GPU) within 1e-5 of their row's magnitude (cuda_test_kernels.h's
+// compare_outputs). Every test skips (GTEST_SKIP) where there is no usable
+// GPU or no NVRTC.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -35,7 +38,7 @@ void expect_gpu_matches_evaluator(const loop::Kernel& k, GpuKernels& gpu, const 
   const int32_t rc_want = loop::run_kernel(k, want.ptrs(), sv);
   const int32_t rc_got = gpu.run(k.name, got.ptrs(), sv);
   ASSERT_EQ(rc_got, rc_want) << k.name;
-  EXPECT_EQ(compare_outputs(k, got, want), "") << loop::print(k);
+  EXPECT_EQ(compare_outputs(k, got, want, lanes_tolerance(k)), "") << loop::print(k);
 }
 
 TEST(GpuDevice, ReportsTheDevice) {
@@ -70,6 +73,42 @@ TEST(GpuKernels, FusedGroupsMatchTheEvaluator) {
     GpuKernels gpu(ks);
     for (const loop::Kernel& k : ks)
       for (uint64_t seed : {5u, 6u}) expect_gpu_matches_evaluator(k, gpu, {}, seed, true);
+  }
+}
+
+// Rows of odd counts and lengths through the row-per-block (and per-warp)
+// schedule: softmax, LayerNormalization and ReduceSum, from ordinary values
+// (no NaNs or infinities), against the evaluator running the unscheduled
+// nest (the scheduled kernel gives the same there, tests/unit/gpu_lanes_test
+// checks that; the nest is T times cheaper to evaluate).
+TEST(GpuKernels, RowReductionsOfOddSizes) {
+  SKIP_WITHOUT_GPU();
+  for (int64_t rows : {1, 3, 1000}) {
+    for (int64_t len : {1, 31, 33, 768, 4097}) {
+      for (const char* op : {"Softmax", "LayerNormalization", "ReduceSum"}) {
+        Model m;
+        GraphBuilder b(m);
+        Value* x = b.input("x", DType::F32, {rows, len});
+        if (std::string(op) == "LayerNormalization") {
+          b.output(b.op(op, {x, b.input("scale", DType::F32, {len}), b.input("bias", DType::F32, {len})},
+                        {{"axis", Attribute::of_int(-1)}}));
+        } else if (std::string(op) == "ReduceSum") {
+          b.output(b.op(op, {x, b.const_i64({1})}, {{"keepdims", Attribute::of_int(0)}}));
+        } else {
+          b.output(b.op(op, {x}, {{"axis", Attribute::of_int(-1)}}));
+        }
+        for (const LoweredGroup& nest : gpu_nest_groups(m)) {
+          const loop::Kernel k = schedule_for_gpu(nest.kernel);
+          GpuKernels gpu({k});
+          HostBuffers want = random_buffers(k, {}, static_cast<uint64_t>(rows * 7 + len), false);
+          HostBuffers got = want;
+          ASSERT_EQ(loop::run_kernel(nest.kernel, want.ptrs(), {}), 0);
+          ASSERT_EQ(gpu.run(k.name, got.ptrs(), {}), 0) << op << " " << rows << "x" << len;
+          EXPECT_EQ(compare_outputs(k, got, want, lanes_tolerance(k)), "")
+              << op << " " << rows << "x" << len << "\n" << loop::print(k);
+        }
+      }
+    }
   }
 }
 

@@ -174,11 +174,18 @@ TEST(GpuSchedule, FlattensRowsIntoThreads) {
   const std::string rows = loop::print(gpu_kernel(ts[3]));
   EXPECT_NE(rows.find("for k in"), std::string::npos) << rows;
   EXPECT_NE(rows.find("gpu.thread.x for"), std::string::npos) << rows;
-  // total: no parallel loop -> one thread (the extent-1 GPU loops simplify away).
+  // total: no parallel loop, a reduction over everything -> one block of 256
+  // threads sharing it (gpu.lanes); without lanes, one thread (the extent-1
+  // GPU loops simplify away).
   const CudaSource total = emit_cuda_source({gpu_kernel(ts[4])});
-  for (int d = 0; d < 3; ++d) {
-    EXPECT_TRUE(loop::is_const(total.kernels[0].launch.grid[static_cast<size_t>(d)], 1));
-    EXPECT_TRUE(loop::is_const(total.kernels[0].launch.block[static_cast<size_t>(d)], 1));
+  GpuScheduleOptions no_lanes;
+  no_lanes.lanes = false;
+  const CudaSource one = emit_cuda_source({schedule_for_gpu(loop::parse_kernel(ts[4].text), no_lanes)});
+  for (size_t d = 0; d < 3; ++d) {
+    EXPECT_TRUE(loop::is_const(total.kernels[0].launch.grid[d], 1));
+    EXPECT_TRUE(loop::is_const(total.kernels[0].launch.block[d], d == 0 ? 256 : 1));
+    EXPECT_TRUE(loop::is_const(one.kernels[0].launch.grid[d], 1));
+    EXPECT_TRUE(loop::is_const(one.kernels[0].launch.block[d], 1));
   }
 }
 

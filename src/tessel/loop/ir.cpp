@@ -202,6 +202,7 @@ const char* for_kind_name(ForKind k) {
     case ForKind::GpuThreadX: return "gpu.thread.x";
     case ForKind::GpuThreadY: return "gpu.thread.y";
     case ForKind::GpuThreadZ: return "gpu.thread.z";
+    case ForKind::GpuLanes: return "gpu.lanes";
   }
   return "?";
 }

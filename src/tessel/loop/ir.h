@@ -160,8 +160,19 @@ enum class ForKind {
   Unrolled,    // constant extent; fully unrolled
   GpuBlockX, GpuBlockY, GpuBlockZ,
   GpuThreadX, GpuThreadY, GpuThreadZ,
+  // CUDA only, inside a gpu.thread.x loop of constant extent T (the block's
+  // x size): thread t runs iterations min + t, min + t + T, ... A body that
+  // is one update `acc[c] = op(acc[c], e)` of a Local buffer allocated
+  // outside the loop (op: + * min max & | ^; e not reading acc; the update
+  // possibly under lets and serial loops) is a block-wide reduction: each
+  // thread folds its iterations into a partial, the partials are combined
+  // across the block (across the warp when T is 32) and every thread does
+  // `acc[c] = op(acc[c], combined)`. Any other body must have independent
+  // iterations (it runs as a strided loop). The evaluator runs it serially,
+  // like a serial loop (verifier.h has the rules).
+  GpuLanes,
 };
-const char* for_kind_name(ForKind k);  // "serial", "parallel", "vectorized", ..., "gpu.block.x"
+const char* for_kind_name(ForKind k);  // "serial", "parallel", "vectorized", ..., "gpu.block.x", "gpu.lanes"
 
 struct StmtNode;
 struct Stmt {

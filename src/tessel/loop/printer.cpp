@@ -288,7 +288,8 @@ const std::vector<BinaryOp>& all_binary_ops() {
 const std::vector<ForKind>& all_for_kinds() {
   static const std::vector<ForKind> kinds = {
       ForKind::Serial, ForKind::Parallel, ForKind::Vectorized, ForKind::Unrolled, ForKind::GpuBlockX,
-      ForKind::GpuBlockY, ForKind::GpuBlockZ, ForKind::GpuThreadX, ForKind::GpuThreadY, ForKind::GpuThreadZ};
+      ForKind::GpuBlockY, ForKind::GpuBlockZ, ForKind::GpuThreadX, ForKind::GpuThreadY, ForKind::GpuThreadZ,
+      ForKind::GpuLanes};
   return kinds;
 }
 

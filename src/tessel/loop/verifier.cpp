@@ -42,9 +42,21 @@ bool is_gpu_axis(ForKind k) {
     case ForKind::GpuThreadX: case ForKind::GpuThreadY: case ForKind::GpuThreadZ:
       return true;
     case ForKind::Serial: case ForKind::Parallel: case ForKind::Vectorized: case ForKind::Unrolled:
+    case ForKind::GpuLanes:
       return false;
   }
   return false;
+}
+
+bool reduction_op(BinaryOp op) {
+  return op == BinaryOp::Add || op == BinaryOp::Mul || op == BinaryOp::Min || op == BinaryOp::Max ||
+         op == BinaryOp::And || op == BinaryOp::Or || op == BinaryOp::Xor;
+}
+
+bool loads_buffer(const Expr& e, const Buffer* b) {
+  bool found = false;
+  visit_expr(e, [&](const Expr& x) { found = found || (x->kind == ExprKind::Load && x->buffer.get() == b); });
+  return found;
 }
 
 class Verifier {
@@ -67,6 +79,7 @@ class Verifier {
       buffers_.push_back(b);
     }
     check(k_.body.defined(), "kernel without a body");
+    if (target_ == Target::Cuda) scan_lanes(k_.body);
     stmt(k_.body);
   }
 
@@ -109,6 +122,8 @@ class Verifier {
         return;
       case ExprKind::Load:
         access(e->buffer, e->args, false);
+        check(!lanes_stored_.count(e->buffer.get()), str_cat("%", e->buffer->name, " is stored by a gpu.lanes loop ",
+                                                             "and also loaded (other threads' stores are not visible)"));
         check(e->dtype == e->buffer->dtype, str_cat("load type differs from its buffer's: ", print(e)));
         return;
       case ExprKind::Call: call_node(e); return;
@@ -188,24 +203,37 @@ class Verifier {
         check(s->value.dtype() == s->buffer->dtype, str_cat("store of ", dtype_name(s->value.dtype()), " into %",
                                                             s->buffer->name, " of ", dtype_name(s->buffer->dtype)));
         return;
-      case StmtKind::Let:
+      case StmtKind::Let: {
         expr(s->value);
         bind(s->var, s->value.dtype());
+        const bool vary = lanes_reduction_ && varying(s->value);
+        if (vary) varying_.insert(s->var);
         body(s, 1);
+        if (vary) varying_.erase(s->var);
         scope_.erase(s->var);
         return;
-      case StmtKind::If:
+      }
+      case StmtKind::If: {
         condition(s->value, "if");
         check(s->body.size() == 1 || s->body.size() == 2, "if needs one or two branches");
+        const int vary = lanes_reduction_ && varying(s->value);
+        varying_flow_ += vary;
         ++if_depth_;
         for (const Stmt& b : s->body) stmt(b);
         --if_depth_;
+        varying_flow_ -= vary;
         return;
+      }
       case StmtKind::Seq:
         for (const Stmt& b : s->body) stmt(b);
         return;
       case StmtKind::Allocate: allocate_stmt(s); return;
-      case StmtKind::Assert: condition(s->value, "assert"); return;
+      case StmtKind::Assert:
+        condition(s->value, "assert");
+        check(!lanes_reduction_ || (lanes_depth_ == 0 && varying_flow_ == 0 && !varying(s->value)),
+              str_cat("assert ", print(s->value), " may differ between the threads of a block, in a kernel with a ",
+                      "gpu.lanes reduction (a thread that returns early would miss the block's combine)"));
+        return;
       case StmtKind::Contract: contract_stmt(*s); return;
     }
   }
@@ -275,11 +303,117 @@ class Verifier {
     index(s->extent, str_cat("extent of loop ", s->var));
     check(loop_vars_.insert(s->var).second, str_cat("loop variable '", s->var, "' is used by two loops"));
     check_kind(s);
+    const LanesScope lanes = enter_lanes_scope(*s);
     bind(s->var, DType::I64);
     ++loop_depth_;
     body(s, 1);
     --loop_depth_;
+    leave_lanes_scope(*s, lanes);
     scope_.erase(s->var);
+  }
+
+  // ---- gpu.lanes (CUDA) ----
+  // What the whole kernel holds, before the checks: whether it has a lanes
+  // reduction, gpu.thread.y/z loops, and which params independent lanes
+  // loops store to.
+  void scan_lanes(const Stmt& s) {
+    if (!s.defined()) return;
+    if (s->kind == StmtKind::For) {
+      if ((s->for_kind == ForKind::GpuThreadY || s->for_kind == ForKind::GpuThreadZ) && !is_const(s->extent, 1))
+        thread_yz_ = true;
+      if (s->for_kind == ForKind::GpuLanes && s->body.size() == 1 && s->body[0].defined()) {
+        if (lanes_reduction_update(*s)) {
+          lanes_reduction_ = true;
+        } else {
+          visit_stmt(s->body[0], [&](const Stmt& st) {
+            if (st->kind == StmtKind::Store && st->buffer && st->buffer->scope == BufferScope::Param)
+              lanes_stored_.insert(st->buffer.get());
+          }, [](const Expr&) {});
+        }
+      }
+    }
+    for (const Stmt& b : s->body) scan_lanes(b);
+  }
+
+  // May `e` differ between the threads of a block? It may when it mentions
+  // the gpu.thread.x or a lanes variable (or a let of one), or loads a local
+  // or shared buffer or an output (conservatively).
+  bool varying(const Expr& e) const {
+    bool v = false;
+    visit_expr(e, [&](const Expr& x) {
+      if (x->kind == ExprKind::Var && varying_.count(x->name)) v = true;
+      if (x->kind != ExprKind::Load || !x->buffer) return;
+      const auto it = std::find(k_.params.begin(), k_.params.end(), x->buffer);
+      if (it == k_.params.end() || static_cast<size_t>(it - k_.params.begin()) >= k_.num_inputs) v = true;
+    });
+    return v;
+  }
+
+  struct LanesScope {
+    int64_t thread_x = 0;
+    int flow = 0;
+    bool var = false;
+  };
+
+  LanesScope enter_lanes_scope(const StmtNode& s) {
+    LanesScope saved{thread_x_, 0, false};
+    if (target_ != Target::Cuda) return saved;
+    if (s.for_kind == ForKind::GpuThreadX) {
+      int64_t t = -1;
+      thread_x_ = as_const_int(s.extent, &t) && t > 0 ? t : -1;
+      saved.var = true;
+    } else if (s.for_kind == ForKind::GpuLanes) {
+      lanes_loop(s);
+      ++lanes_depth_;
+      saved.var = true;
+    } else if (lanes_reduction_ && (varying(s.min) || varying(s.extent))) {
+      saved.flow = 1;
+    }
+    if (saved.var) varying_.insert(s.var);
+    varying_flow_ += saved.flow;
+    return saved;
+  }
+
+  void leave_lanes_scope(const StmtNode& s, const LanesScope& saved) {
+    if (target_ != Target::Cuda) return;
+    if (s.for_kind == ForKind::GpuLanes) --lanes_depth_;
+    if (saved.var) varying_.erase(s.var);
+    varying_flow_ -= saved.flow;
+    thread_x_ = saved.thread_x;
+  }
+
+  void lanes_loop(const StmtNode& s) {
+    const std::string what = str_cat("gpu.lanes loop ", s.var);
+    check(thread_x_ != 0, what + " is not inside a gpu.thread.x loop");
+    check(thread_x_ > 0, what + " is inside a gpu.thread.x loop whose extent is not a positive constant");
+    check(lanes_depth_ == 0, what + " is nested in another gpu.lanes loop");
+    if (lanes_reduction_update(s)) {
+      check(thread_x_ % 32 == 0 && thread_x_ <= 1024,
+            str_cat(what, ": a lanes reduction needs whole warps, a gpu.thread.x extent that is a multiple of 32 ",
+                    "up to 1024, not ", thread_x_));
+      check(thread_x_ == 32 || !thread_yz_,
+            what + ": a lanes reduction over more than one warp in a kernel with gpu.thread.y/z loops");
+      check(varying_flow_ == 0, what + " (a reduction) is under an if or a loop that may differ between the "
+                                       "threads of a block: all of them must reach the combine");
+      check(!varying(s.min) && !varying(s.extent), what + " (a reduction) has bounds that may differ between "
+                                                         "the threads of a block");
+      return;
+    }
+    // Independent iterations: each thread runs some of them.
+    std::set<const Buffer*> inside;
+    visit_stmt(s.body[0], [&](const Stmt& st) {
+      if (st->kind == StmtKind::Allocate) inside.insert(st->buffer.get());
+      if (st->kind != StmtKind::Store || !st->buffer) return;
+      if (st->buffer->scope != BufferScope::Param) {
+        check(inside.count(st->buffer.get()), str_cat(what, " stores to %", st->buffer->name, ", allocated outside ",
+                                                      "it, and is not a reduction update"));
+        return;
+      }
+      bool indexed = false;
+      for (const Expr& i : st->indices) indexed = indexed || mentions_var(i, s.var);
+      check(indexed, str_cat(what, " stores to %", st->buffer->name, " at an index without ", s.var,
+                             " (its iterations must be independent)"));
+    }, [](const Expr&) {});
   }
 
   void check_kind(const Stmt& s) {
@@ -289,6 +423,7 @@ class Verifier {
             str_cat(for_kind_name(k), " loop ", s->var, " needs a constant extent"));
     if (target_ == Target::Cpu) {
       check(!is_gpu_axis(k), str_cat("loop ", s->var, " is bound to ", for_kind_name(k), ", a GPU axis, on the CPU"));
+      check(k != ForKind::GpuLanes, str_cat("gpu.lanes loop ", s->var, " on the CPU"));
     } else {
       check(k != ForKind::Parallel, str_cat("parallel loop ", s->var, " in a CUDA kernel (bind GPU axes instead)"));
     }
@@ -317,9 +452,56 @@ class Verifier {
   int loop_depth_ = 0;
   int if_depth_ = 0;
   bool seen_parallel_ = false;
+  // gpu.lanes: see scan_lanes and enter_lanes_scope.
+  bool lanes_reduction_ = false;
+  bool thread_yz_ = false;
+  std::set<const Buffer*> lanes_stored_;
+  int64_t thread_x_ = 0;  // extent of the enclosing gpu.thread.x loop; 0: none, -1: not constant
+  int lanes_depth_ = 0;
+  int varying_flow_ = 0;  // enclosing ifs and loops whose condition or bounds may differ between threads
+  std::set<std::string> varying_;
 };
 
 }  // namespace
+
+const StmtNode* lanes_reduction_update(const StmtNode& lanes, Expr* operand) {
+  if (lanes.kind != StmtKind::For || lanes.body.size() != 1) return nullptr;
+  std::vector<Expr> around;  // let values and loop bounds on the way to the update
+  const Stmt* s = &lanes.body[0];
+  while (s->defined()) {
+    const StmtNode& n = **s;
+    if (n.body.size() != 1) break;
+    if (n.kind == StmtKind::Let) {
+      around.push_back(n.value);
+    } else if (n.kind == StmtKind::For &&
+               (n.for_kind == ForKind::Serial || n.for_kind == ForKind::Unrolled || n.for_kind == ForKind::Vectorized)) {
+      around.push_back(n.min);
+      around.push_back(n.extent);
+    } else if (n.kind != StmtKind::Seq) {
+      break;
+    }
+    s = &n.body[0];
+  }
+  if (!s->defined()) return nullptr;
+  const StmtNode& st = **s;
+  if (st.kind != StmtKind::Store || !st.buffer || st.buffer->scope != BufferScope::Local) return nullptr;
+  for (const Expr& i : st.indices)
+    if (!i.defined() || i->kind != ExprKind::IntImm) return nullptr;
+  const Expr& v = st.value;
+  if (!v.defined() || v->kind != ExprKind::Binary || !reduction_op(v->binary) || v->args.size() != 2) return nullptr;
+  const auto is_acc = [&](const Expr& e) {
+    if (e->kind != ExprKind::Load || e->buffer != st.buffer || e->args.size() != st.indices.size()) return false;
+    for (size_t d = 0; d < st.indices.size(); ++d)
+      if (e->args[d]->kind != ExprKind::IntImm || e->args[d]->int_value != st.indices[d]->int_value) return false;
+    return true;
+  };
+  const size_t other = is_acc(v->args[0]) ? 1 : is_acc(v->args[1]) ? 0 : 2;
+  if (other == 2 || loads_buffer(v->args[other], st.buffer.get())) return nullptr;
+  for (const Expr& e : around)
+    if (e.defined() && loads_buffer(e, st.buffer.get())) return nullptr;
+  if (operand) *operand = v->args[other];
+  return &st;
+}
 
 void verify(const Kernel& k, Target target) { Verifier(k, target).run(); }
 

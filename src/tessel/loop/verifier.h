@@ -12,6 +12,18 @@
 //     column variable and `b` of the row variable, neither reading a buffer
 //     the epilogue stores to; their variables count as loop variables;
 //   - Vectorized and Unrolled loops have constant extents;
+//   - gpu.lanes loops (ir.h; CUDA only): inside a gpu.thread.x loop of
+//     constant extent T, not nested in another lanes loop. A lanes reduction
+//     (lanes_reduction_update below) needs T a multiple of 32 up to 1024, no
+//     gpu.thread.y/z loops unless T is 32, and must be reached by all the
+//     threads of a block (of a warp when T is 32): no enclosing if or loop
+//     whose condition or bounds may differ between them (they do when they
+//     mention the thread or a lanes variable, or load a local buffer or an
+//     output), nor its own bounds; in such a kernel asserts are likewise
+//     outside lanes loops and the same for all threads. Other lanes loops
+//     store only to buffers allocated inside them and to params at an index
+//     that mentions the lanes variable; no param they store to is loaded
+//     anywhere in the kernel;
 //   - CPU: at most one Parallel loop, not nested in a loop or an if, with
 //     bounds over syms only (the runtime splits [0, extent) into tasks); no
 //     GPU-axis loops. CUDA: no Parallel loops;
@@ -27,5 +39,13 @@ namespace tessel::loop {
 enum class Target { Cpu, Cuda };
 
 void verify(const Kernel& k, Target target = Target::Cpu);
+
+// The update of a gpu.lanes loop that is a block-wide reduction: its body is
+// one store `acc[c] = op(acc[c], e)` (or `op(e, acc[c])`), possibly under
+// lets and serial/unrolled/vectorized loops, with acc a Local buffer, c
+// constants, op one of + * min max & | ^, and neither e nor the lets and
+// loop bounds around it reading acc. nullptr for any other body. *operand
+// (when given) receives e.
+const StmtNode* lanes_reduction_update(const StmtNode& lanes_loop, Expr* operand = nullptr);
 
 }  // namespace tessel::loop

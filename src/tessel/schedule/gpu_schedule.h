@@ -18,6 +18,33 @@
 // writes are allocated inside it). Otherwise each thread runs one iteration
 // of p, inner loops serially.
 //
+// Rows with reductions: when the row body is lets, allocations, stores and
+// asserts around loops (perfect nests collapsed into one) that are each a
+// reduction into a local accumulator (loop/verifier.h's
+// lanes_reduction_update) or have independent iterations, at least one a
+// reduction and the longest at least 64 iterations (or symbolic), each row
+// goes to a block instead: its loops become gpu.lanes loops, so the block's
+// threads share the reductions (a block-wide combine) and the elementwise
+// passes (consecutive threads take consecutive elements). Threads per row:
+// 32 up to 256 iterations, then about four iterations per thread in whole
+// warps (at most 512; 128 when the extent is symbolic); with 32, a block
+// takes four rows, one per warp (gpu.thread.y). The rows are the parallel
+// loop's iterations, else those of its one inner loop (a rank-1 output's
+// chunk, per-element reductions over a middle axis), else, without a
+// parallel loop, those of the kernel's one top-level loop. Not when a param
+// load strides along the row (the lanes variable outside its last index)
+// unless there are at most 4096 rows, nor when the verifier refuses the
+// result (an assert that may differ between a row's threads, a loaded
+// output). A kernel without a parallel loop whose top-level loops have that
+// form (a reduction over everything) gets one block of at least 256
+// threads.
+//
+//   parallel for p in [p0, p0 + N) {          gpu.block.x for b in [0, N) {
+//     acc[0] = 0                                 gpu.thread.x for t in [0, T) {
+//     for k in [0, M) { acc[0] += x[p, k] } =>     let p = p0 + b; acc[0] = 0
+//     for j in [0, M) { o[p, j] = f(acc) }         gpu.lanes for k in [0, M) { acc[0] += x[p, k] }
+//   }                                              gpu.lanes for j in [0, M) { o[p, j] = f(acc) }
+//
 // Statements outside the parallel loop (accumulators of reductions over the
 // whole input, asserts) are repeated by every thread into its own local
 // buffers. A kernel without a parallel loop, or one that stores to a
@@ -39,6 +66,10 @@ namespace tessel {
 
 struct GpuScheduleOptions {
   int64_t threads_per_block = 256;
+  // Rows whose loops are reductions (and independent loops) go a row per
+  // block, or per warp, with gpu.lanes loops (see above); false keeps a
+  // thread per row.
+  bool lanes = true;
 };
 
 loop::Kernel schedule_for_gpu(const loop::Kernel& k, const GpuScheduleOptions& o = {});

@@ -56,7 +56,7 @@ void KernelEmitter::emit_for(const StmtNode& s) {
     case ForKind::Vectorized: emit_vectorized(s); return;
     case ForKind::Unrolled: emit_unrolled(s); return;
     case ForKind::GpuBlockX: case ForKind::GpuBlockY: case ForKind::GpuBlockZ:
-    case ForKind::GpuThreadX: case ForKind::GpuThreadY: case ForKind::GpuThreadZ:
+    case ForKind::GpuThreadX: case ForKind::GpuThreadY: case ForKind::GpuThreadZ: case ForKind::GpuLanes:
       fail("cpu codegen: loop ", s.var, " is bound to ", loop::for_kind_name(s.for_kind),
            ", which has no meaning on a CPU");
   }

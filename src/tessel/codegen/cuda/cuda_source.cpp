@@ -2,10 +2,12 @@
 #include "tessel/codegen/cuda/cuda_source.h"
 
 #include <cctype>
+#include <cmath>
 #include <optional>
 #include <set>
 
 #include "tessel/codegen/cuda/emitter.h"
+#include "tessel/loop/printer.h"
 #include "tessel/loop/simplify.h"
 #include "tessel/loop/verifier.h"
 #include "tessel/loop/visit.h"
@@ -80,13 +82,58 @@ Axis axis_of(ForKind k) {
     case ForKind::GpuThreadX: return {"threadIdx.x", false, 0};
     case ForKind::GpuThreadY: return {"threadIdx.y", false, 1};
     case ForKind::GpuThreadZ: return {"threadIdx.z", false, 2};
-    case ForKind::Serial: case ForKind::Parallel: case ForKind::Vectorized: case ForKind::Unrolled: break;
+    case ForKind::Serial: case ForKind::Parallel: case ForKind::Vectorized: case ForKind::Unrolled:
+    case ForKind::GpuLanes:
+      break;
   }
   fail("cuda codegen: not a GPU axis");
 }
 
 bool is_gpu_axis(ForKind k) {
-  return k != ForKind::Serial && k != ForKind::Parallel && k != ForKind::Vectorized && k != ForKind::Unrolled;
+  return k != ForKind::Serial && k != ForKind::Parallel && k != ForKind::Vectorized && k != ForKind::Unrolled &&
+         k != ForKind::GpuLanes;
+}
+
+bool has_lanes_loop(const loop::Kernel& k) {
+  bool found = false;
+  loop::visit_stmt(k.body, [&](const Stmt& s) {
+    found = found || (s->kind == StmtKind::For && s->for_kind == ForKind::GpuLanes);
+  }, [](const Expr&) {});
+  return found;
+}
+
+// After the prelude when a kernel has gpu.lanes loops: a register exchanged
+// with lane (lane ^ o) of the warp, for every register type.
+const char* kLanesPrelude = R"(
+// gpu.lanes reductions: the value of lane (lane ^ o) of the warp.
+template <class T> TS_D T ts_shfl_xor(T v, int o) { return (T)__shfl_xor_sync(0xffffffffu, (int)v, o); }
+TS_D int ts_shfl_xor(int v, int o) { return __shfl_xor_sync(0xffffffffu, v, o); }
+TS_D unsigned ts_shfl_xor(unsigned v, int o) { return __shfl_xor_sync(0xffffffffu, v, o); }
+TS_D long long ts_shfl_xor(long long v, int o) { return __shfl_xor_sync(0xffffffffu, v, o); }
+TS_D unsigned long long ts_shfl_xor(unsigned long long v, int o) { return __shfl_xor_sync(0xffffffffu, v, o); }
+TS_D float ts_shfl_xor(float v, int o) { return __shfl_xor_sync(0xffffffffu, v, o); }
+TS_D double ts_shfl_xor(double v, int o) { return __shfl_xor_sync(0xffffffffu, v, o); }
+)";
+
+// The identity of a lanes reduction's operator: a thread's partial starts
+// there (-0.0 for float sums, so that a sum of -0.0s stays -0.0).
+Expr reduction_identity(loop::BinaryOp op, DType t) {
+  const bool f = is_float(t);
+  const int bits = t == DType::Bool ? 1 : f ? 0 : int_bits(t);
+  const bool sgn = !f && t != DType::Bool && is_signed_int(t);
+  const int64_t max = t == DType::Bool ? 1 : bits == 64 ? (sgn ? INT64_MAX : -1) : sgn ? (int64_t{1} << (bits - 1)) - 1
+                                                                                 : (int64_t{1} << bits) - 1;
+  const int64_t min = t == DType::Bool || !sgn ? 0 : bits == 64 ? INT64_MIN : -(int64_t{1} << (bits - 1));
+  switch (op) {
+    case loop::BinaryOp::Add: case loop::BinaryOp::Or: case loop::BinaryOp::Xor:
+      return f ? loop::float_imm(t, -0.0) : loop::int_imm(t, 0);
+    case loop::BinaryOp::Mul: return f ? loop::float_imm(t, 1.0) : loop::int_imm(t, 1);
+    case loop::BinaryOp::And: return loop::int_imm(t, t == DType::Bool ? 1 : -1);
+    case loop::BinaryOp::Max: return f ? loop::float_imm(t, -INFINITY) : loop::int_imm(t, min);
+    case loop::BinaryOp::Min: return f ? loop::float_imm(t, INFINITY) : loop::int_imm(t, max);
+    default: break;
+  }
+  fail("cuda codegen: ", loop::binary_op_spelling(op), " is not a lanes reduction operator");
 }
 
 // The kernel's Contract statements (at most one may be emitted).
@@ -186,6 +233,7 @@ class KernelWriter final : public CodeSink {
   }
 
   void for_loop(const StmtNode& s) {
+    if (s.for_kind == ForKind::GpuLanes) return lanes_loop(s);
     if (is_gpu_axis(s.for_kind)) return gpu_loop(s);
     TS_CHECK(s.for_kind != ForKind::Parallel, "cuda codegen: parallel loop ", s.var,
              " must be mapped to GPU axes first (schedule/gpu_schedule.h)");
@@ -252,6 +300,101 @@ class KernelWriter final : public CodeSink {
     in_epilogue_ = false;
   }
 
+  // gpu.lanes: thread t of the block's T threads (the gpu.thread.x extent)
+  // runs iterations min + t, min + t + T, ... A reduction (loop/verifier.h's
+  // lanes_reduction_update) folds its iterations into a register partial
+  // that starts at the operator's identity; the partials are combined across
+  // the warp (xor shuffles) and, for T > 32, across its warps (shared memory,
+  // read back in warp order by every thread), so every thread ends with the
+  // same value and applies it to the accumulator. The verifier keeps these
+  // loops and the kernel's asserts where all of a block's threads reach
+  // them, so no thread misses the shuffles or the barriers.
+  void lanes_loop(const StmtNode& s) {
+    int64_t threads = 0;
+    TS_CHECK(loop::as_const_int(launch_.block[0], &threads) && threads > 0, "cuda codegen: gpu.lanes loop ", s.var,
+             " is not inside a gpu.thread.x loop of constant extent");
+    Expr operand;
+    const StmtNode* update = loop::lanes_reduction_update(s, &operand);
+    const int n = lanes_++;
+    const std::string v = var_name(s.var), m = "m_" + mangle(s.var), end = "e_" + mangle(s.var);
+    const std::string partial = str_cat("%lanes", n), other = str_cat("%lanes_other", n);
+    const DType t = update ? update->buffer->dtype : DType::F32;
+    const loop::BinaryOp op = update ? update->value->binary : loop::BinaryOp::Add;
+    line("{");
+    ++indent_;
+    if (update)
+      line(str_cat(register_type(t), " ", var_name(partial), " = ", ex_.emit(reduction_identity(op, t)), ";"));
+    line(str_cat("const long long ", m, " = ", ex_.emit(s.min), ";"));
+    line(str_cat("for (long long ", v, " = ", m, " + (long long)threadIdx.x, ", end, " = ", m, " + ",
+                 ex_.emit(s.extent), "; ", v, " < ", end, "; ", v, " += ", threads, "ll) {"));
+    const bool in_loop = serial_loops_ > 0;
+    ++serial_loops_;
+    ++indent_;
+    if (update) {
+      lanes_update(s.body[0], update, loop::binary(op, loop::var(partial, t), operand), var_name(partial));
+    } else {
+      stmt(s.body[0]);
+    }
+    --indent_;
+    --serial_loops_;
+    line("}");
+    if (update) {
+      const std::string p = var_name(partial), q = var_name(other), reg = register_type(t);
+      const std::string combined = ex_.emit(loop::binary(op, loop::var(partial, t), loop::var(other, t)));
+      line("for (int ts_o = 16; ts_o > 0; ts_o >>= 1) {");
+      line(str_cat("  const ", reg, " ", q, " = ts_shfl_xor(", p, ", ts_o);"));
+      line(str_cat("  ", p, " = ", combined, ";"));
+      line("}");
+      if (threads > 32) {
+        const std::string sh = str_cat("ts_lanes", n);
+        line(str_cat("__shared__ ", reg, " ", sh, "[", threads / 32, "];"));
+        line(str_cat("if ((threadIdx.x & 31u) == 0u) ", sh, "[threadIdx.x >> 5] = ", p, ";"));
+        line("__syncthreads();");
+        line(str_cat(p, " = ", sh, "[0];"));
+        line(str_cat("for (int ts_w = 1; ts_w < ", threads / 32, "; ++ts_w) {"));
+        line(str_cat("  const ", reg, " ", q, " = ", sh, "[ts_w];"));
+        line(str_cat("  ", p, " = ", combined, ";"));
+        line("}");
+        // Inside a loop the next round writes the array again.
+        if (in_loop) line("__syncthreads();");
+      }
+      stmt(loop::store(update->buffer, update->indices,
+                       loop::binary(op, loop::load(update->buffer, update->indices), loop::var(partial, t))));
+    }
+    --indent_;
+    line("}");
+  }
+
+  // The body of a lanes reduction down to its update, which becomes
+  // `partial = next`.
+  void lanes_update(const Stmt& s, const StmtNode* update, const Expr& next, const std::string& partial) {
+    if (s.node.get() == update) {
+      line(str_cat(partial, " = ", ex_.emit(next), ";"));
+      return;
+    }
+    switch (s->kind) {
+      case StmtKind::Seq: lanes_update(s->body[0], update, next, partial); return;
+      case StmtKind::Let:
+        line(str_cat("{ const ", register_type(s->value.dtype()), " ", var_name(s->var), " = ", ex_.emit(s->value),
+                     ";"));
+        lanes_update(s->body[0], update, next, partial);
+        line("}");
+        return;
+      case StmtKind::For: {
+        const std::string v = var_name(s->var), end = "e_" + mangle(s->var);
+        line(str_cat("for (long long ", v, " = ", ex_.emit(s->min), ", ", end, " = ", v, " + ", ex_.emit(s->extent),
+                     "; ", v, " < ", end, "; ++", v, ") {"));
+        ++indent_;
+        lanes_update(s->body[0], update, next, partial);
+        --indent_;
+        line("}");
+        return;
+      }
+      default: break;
+    }
+    fail("cuda codegen: unexpected statement in the gpu.lanes reduction of kernel ", k_.name);
+  }
+
   void allocate(const StmtNode& s) {
     const loop::Buffer& b = *s.buffer;
     int64_t count = 1;
@@ -286,6 +429,7 @@ class KernelWriter final : public CodeSink {
   bool in_epilogue_ = false;
   std::set<ForKind> axes_;
   LaunchGeometry launch_;
+  int lanes_ = 0;  // gpu.lanes loops so far (names their registers and shared arrays)
 };
 
 }  // namespace
@@ -299,6 +443,11 @@ CudaSource emit_cuda_source(const std::vector<loop::Kernel>& kernels) {
   for (const loop::Kernel& k : kernels) {
     if (detail::contracts_in(k.body).empty()) continue;
     code += detail::mma_prelude();
+    break;
+  }
+  for (const loop::Kernel& k : kernels) {
+    if (!detail::has_lanes_loop(k)) continue;
+    code += detail::kLanesPrelude;
     break;
   }
   std::set<std::string> symbols;
