@@ -41,6 +41,63 @@ const char* kRowSoftmax = R"(kernel lanes(in %x: f32[n, 300], out %o: f32[n, 300
 }
 )";
 
+// Every reduction operator over the register types, 64 threads, inside a
+// serial loop (the combine's array is written again: a second barrier).
+const char* kTypes = R"(kernel lanes_types(in %a: i8[n, 200], in %b: u64[n, 200], in %c: bool[n, 200], in %d: f64[n, 200], in %e: i32[n, 200], in %h: f16[n, 200], in %s: i16[n, 200], out %o8: i8[n], out %o64: u64[n], out %ob: bool[n], out %od: f64[n], out %oe: i32[n], out %oh: f16[n], out %os: i16[n]) syms(n) {
+  gpu.block.x for r in [0, n) {
+    gpu.thread.x for t in [0, 64) {
+      allocate %m8: i8[1] local
+      allocate %m64: u64[1] local
+      allocate %all: bool[1] local
+      allocate %prod: f64[1] local
+      allocate %x: i32[1] local
+      allocate %hs: f16[1] local
+      allocate %sm: i16[1] local
+      m8[0] = -100i8
+      m64[0] = 7u64
+      all[0] = true
+      prod[0] = 1.0f64
+      x[0] = 0i32
+      hs[0] = -inff16
+      sm[0] = 3i16
+      for it in [0, 2) {
+        gpu.lanes for k1 in [0, 200) {
+          m8[0] = max(m8[0], a[r, k1])
+        }
+        gpu.lanes for k2 in [0, 200) {
+          m64[0] = min(m64[0], b[r, k2])
+        }
+        gpu.lanes for k3 in [0, 200) {
+          all[0] = all[0] & (c[r, k3] | k3 < 190)
+        }
+        gpu.lanes for k4 in [0, 200) {
+          prod[0] = prod[0] * (1.0f64 + d[r, k4] * 0.001f64)
+        }
+        gpu.lanes for k5 in [0, 200) {
+          x[0] = e[r, k5] ^ x[0]
+        }
+        gpu.lanes for k6 in [0, 200) {
+          hs[0] = max(hs[0], h[r, k6])
+        }
+        gpu.lanes for k7 in [0, 200) {
+          sm[0] = sm[0] * s[r, k7]
+        }
+        gpu.lanes for k8 in [0, 200) {
+          sm[0] = sm[0] + s[r, k8]
+        }
+      }
+      o8[r] = m8[0]
+      o64[r] = m64[0]
+      ob[r] = all[0]
+      od[r] = prod[0]
+      oe[r] = x[0]
+      oh[r] = hs[0]
+      os[r] = sm[0]
+    }
+  }
+}
+)";
+
 TEST(GpuLanes, TextRoundTrips) {
   const loop::Kernel k = loop::parse_kernel(kRowSoftmax);
   const std::string text = loop::print(k);
@@ -71,6 +128,7 @@ const char* kReduce = "      gpu.lanes for k in [0, 300) {\n        acc[0] = max
 
 TEST(GpuLanes, VerifierAcceptsRowsAndWarps) {
   loop::verify(loop::parse_kernel(kRowSoftmax), loop::Target::Cuda);
+  loop::verify(loop::parse_kernel(kTypes), loop::Target::Cuda);
   loop::verify(loop::parse_kernel(in_block(kReduce)), loop::Target::Cuda);
   // A warp per row, four rows per block: conditions on the row are uniform in a warp.
   loop::verify(loop::parse_kernel(
@@ -352,6 +410,45 @@ TEST(GpuLanes, ShortRowsAndStridedRowsKeepAThreadPerRow) {
   }
 }
 
+// A rank-1 output in chunks (the CPU nest's parallel loop over chunks of
+// a row loop whose extent varies by chunk): each chunk slot is a row,
+// guarded by the chunk's extent.
+const char* kChunked = R"(kernel chunked(in %x: f32[n, 100], out %o: f32[n]) syms(n) {
+  parallel for p in [0, floordiv(n + 7, 8)) {
+    for i in [p * 8, p * 8 + min(8, n - p * 8)) {
+      allocate %acc: f32[1] local
+      acc[0] = 0.0f32
+      for k in [0, 100) {
+        acc[0] = acc[0] + x[i, k]
+      }
+      o[i] = acc[0] * 0.5f32
+    }
+  }
+}
+)";
+
+TEST(GpuLanes, ChunkedRank1RowsAreGuarded) {
+  const loop::Kernel k = loop::parse_kernel(kChunked);
+  const loop::Kernel s = schedule_for_gpu(k);
+  const std::string text = loop::print(s);
+  EXPECT_TRUE(has_lanes(s)) << text;
+  EXPECT_NE(text.find("if "), std::string::npos) << text;
+  for (int64_t n : {1, 13, 16}) {
+    HostBuffers want = random_buffers(k, {{"n", n}}, 5, true);
+    HostBuffers got = want;
+    ASSERT_EQ(loop::run_kernel(k, want.ptrs(), {n}), 0);
+    ASSERT_EQ(loop::run_kernel(s, got.ptrs(), {n}), 0);
+    EXPECT_EQ(compare_outputs(k, got, want), "") << n;
+  }
+  // Many rows of such an output: the same, without evaluating it.
+  std::vector<std::unique_ptr<Model>> keep;
+  for (const Scheduled& r : schedule_model("rank1", [](GraphBuilder& b) {
+         b.output(b.op("ReduceSum", {b.input("x", DType::F32, {5000, 100}), b.const_i64({1})},
+                       {{"keepdims", Attribute::of_int(0)}}));
+       }, &keep))
+    EXPECT_TRUE(has_lanes(r.kernel)) << loop::print(r.kernel);
+}
+
 TEST(GpuLanes, AReductionOverEverythingGetsOneBlock) {
   const loop::Kernel total = loop::parse_kernel(hand_written_kernels()[4].text);
   const loop::Kernel s = schedule_for_gpu(total);
@@ -371,6 +468,7 @@ std::vector<loop::Kernel> lanes_kernels(std::vector<std::unique_ptr<Model>>* kee
   for (const GroupModel& gm : reduction_models())
     for (const Scheduled& s : schedule_model(gm.name, gm.build, keep)) ks.push_back(s.kernel);
   ks.push_back(loop::parse_kernel(kRowSoftmax));
+  ks.push_back(loop::parse_kernel(kTypes));
   return ks;
 }
 
@@ -390,6 +488,17 @@ TEST(GpuLanes, EmitsShufflesAndBarriers) {
   const std::string warp = cuda::emit_cuda_source({sm.kernel}).code;
   EXPECT_NE(warp.find("ts_shfl_xor"), std::string::npos) << warp;
   EXPECT_EQ(warp.find("__syncthreads"), std::string::npos) << warp;
+  // Identities by type (min of u64: all ones, max of i8: -128, and: true,
+  // max of f16: -inf) and, inside a loop, two barriers per reduction.
+  const std::string types = cuda::emit_cuda_source({loop::parse_kernel(kTypes)}).code;
+  EXPECT_NE(types.find("signed char v__x25lanes0 = ((signed char)(-128ll));"), std::string::npos) << types;
+  EXPECT_NE(types.find("unsigned long long v__x25lanes1 = 18446744073709551615ull;"), std::string::npos) << types;
+  EXPECT_NE(types.find("bool v__x25lanes2 = true;"), std::string::npos) << types;
+  EXPECT_NE(types.find("float v__x25lanes5 = __uint_as_float(0xff800000u);"), std::string::npos) << types;
+  size_t barriers = 0;
+  for (size_t at = types.find("__syncthreads();"); at != std::string::npos; at = types.find("__syncthreads();", at + 1))
+    ++barriers;
+  EXPECT_EQ(barriers, 16u);
   // Kernels without lanes loops do not get the helpers.
   EXPECT_EQ(cuda::emit_cuda_source({gpu_kernel(hand_written_kernels()[0])}).code.find("ts_shfl_xor"),
             std::string::npos);
@@ -613,6 +722,8 @@ TEST(GpuLanes, EmittedCudaRunOnTheHostMatchesTheEvaluator) {
   const loop::Kernel total = loop::parse_kernel(hand_written_kernels()[4].text);
   cases.push_back({"total", total, schedule_for_gpu(total)});
   cases.push_back({"rows", loop::parse_kernel(kRowSoftmax), loop::parse_kernel(kRowSoftmax)});
+  cases.push_back({"types", loop::parse_kernel(kTypes), loop::parse_kernel(kTypes)});
+  cases.push_back({"chunked", loop::parse_kernel(kChunked), schedule_for_gpu(loop::parse_kernel(kChunked))});
   std::vector<HostRun> runs;
   std::vector<HostBuffers> want;
   std::vector<int32_t> rc;
@@ -620,7 +731,9 @@ TEST(GpuLanes, EmittedCudaRunOnTheHostMatchesTheEvaluator) {
     if (!has_lanes(s.kernel)) continue;
     for (bool special : {false, true}) {
       const std::map<std::string, int64_t> syms = s.name == "total" ? std::map<std::string, int64_t>{{"n", 1234}}
-                                                  : s.name == "rows" ? std::map<std::string, int64_t>{{"n", 3}}
+                                                  : s.name == "rows" || s.name == "types"
+                                                      ? std::map<std::string, int64_t>{{"n", 3}}
+                                                  : s.name == "chunked" ? std::map<std::string, int64_t>{{"n", 13}}
                                                                       : std::map<std::string, int64_t>{};
       HostBuffers w = random_buffers(s.nest, syms, 31, special);
       loop::Kernel k = s.kernel;
