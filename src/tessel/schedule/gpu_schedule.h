@@ -1,7 +1,9 @@
 // The generic GPU schedule: maps a lowered kernel's top-level Parallel loop
 // (the CPU nest of lower/lower_group.h) onto gpu.block.x × gpu.thread.x, one
 // loop iteration per thread, so that every fused elementwise, injective or
-// reduction group runs on a GPU. Reductions stay serial inside their thread.
+// reduction group runs on a GPU. Rows with reductions get a block (or a
+// warp) each, with gpu.lanes loops (below); other reductions stay serial
+// inside their thread.
 //
 //   parallel for p in [p0, p0 + N) {          gpu.block.x for b in [0, ceildiv(N*M, T)) {
 //     let i0 = f(p)                              gpu.thread.x for t in [0, T) {
