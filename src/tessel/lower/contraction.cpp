@@ -75,15 +75,14 @@ void GroupLowerer::capture_product(const Expr& a, const Expr& b) {
   gemm_.b = b;
 }
 
-bool gemm_output_type(DType t, bool contract) {
-  return t == DType::F32 || (contract && (t == DType::F16 || t == DType::BF16));
-}
+// f32, f16 and bf16 contractions all sum cast<f32> products in f32 (their
+// compute definitions), which is what the packed CPU GEMM and the Contract
+// statement take; the epilogue rounds to the output type.
+bool gemm_output_type(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
 
-// A float MatMul or Gemm: what the packed GEMM can take (f32), or the
-// Contract statement (f32, f16, bf16: all sum in f32).
-bool gemm_candidate(const Node& n, bool contract) {
-  return n.domain.empty() && (n.op == "MatMul" || n.op == "Gemm") &&
-         gemm_output_type(n.outputs.at(0)->type.dtype, contract);
+// A float MatMul or Gemm: what the packed GEMM or the Contract statement takes.
+bool gemm_candidate(const Node& n) {
+  return n.domain.empty() && (n.op == "MatMul" || n.op == "Gemm") && gemm_output_type(n.outputs.at(0)->type.dtype);
 }
 
 Stmt contract_statement(const GemmOperands& ops, const std::string& prefix) {
@@ -107,13 +106,13 @@ std::optional<LoweredGroup> GroupLowerer::try_contraction() {
     }
   }
   const bool contract = sched_.gpu_gemm;
-  if (!c || !(gemm_candidate(*c, contract) || conv_candidate(*c, contract))) return std::nullopt;
+  if (!c || !(gemm_candidate(*c) || conv_candidate(*c))) return std::nullopt;
   // Grouped convolutions have no Contract form (the CPU's direct depthwise
   // kernel is a CPU schedule): the generic nest, one thread per element.
   if (contract && c->op == "Conv" && c->attr_int("group", 1) != 1) return std::nullopt;
   std::optional<LoweredGroup> lg;
   try {
-    lg = conv_candidate(*c, contract) ? lower_conv(*c) : lower_contraction(*c);
+    lg = conv_candidate(*c) ? lower_conv(*c) : lower_contraction(*c);
   } catch (const NotGemm&) {
   } catch (const LoweringUnsupported&) {
     return std::nullopt;  // the generic path reports it

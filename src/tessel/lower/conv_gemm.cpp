@@ -128,8 +128,8 @@ int64_t product(const Idx& extents) {
 
 }  // namespace
 
-bool conv_candidate(const Node& n, bool contract) {
-  return n.domain.empty() && n.op == "Conv" && gemm_output_type(n.outputs.at(0)->type.dtype, contract);
+bool conv_candidate(const Node& n) {
+  return n.domain.empty() && n.op == "Conv" && gemm_output_type(n.outputs.at(0)->type.dtype);
 }
 
 Expr GroupLowerer::conv_reduce(ReduceOp op, const Expr& init, const Idx& extents,

@@ -139,9 +139,9 @@ struct NotGemm {};
 
 // Output types of the GEMM path: f32 for the packed CPU GEMM; f32, f16 and
 // bf16 for a Contract statement (`contract`), which sums in f32 either way.
-bool gemm_output_type(DType t, bool contract);
+bool gemm_output_type(DType t);
 // A float Conv, which lower_conv may take.
-bool conv_candidate(const Node& n, bool contract);
+bool conv_candidate(const Node& n);
 // The GEMM as one Contract statement (NestSchedule::gpu_gemm); its
 // variables are named prefix + "_i", "_j", "_k", "_acc" (and "_b" without a
 // batch variable of the operands).
