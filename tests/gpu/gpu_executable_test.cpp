@@ -10,6 +10,7 @@
 #include <cmath>
 #include <random>
 
+#include "gpu_test_util.h"
 #include "tessel/codegen/cuda/driver_api.h"
 #include "tessel/codegen/cuda/nvrtc.h"
 #include "tessel/driver/cuda_compiler.h"
@@ -20,13 +21,6 @@
 
 namespace tessel {
 namespace {
-
-#define SKIP_WITHOUT_GPU()                                                            \
-  do {                                                                                \
-    std::string why_;                                                                 \
-    if (!cuda::cuda_available(&why_)) GTEST_SKIP() << "no usable GPU: " << why_;      \
-    if (!cuda::nvrtc_available(&why_)) GTEST_SKIP() << "NVRTC not available: " << why_; \
-  } while (0)
 
 Tensor random_f32(std::vector<int64_t> shape, uint64_t seed) {
   Tensor t(DType::F32, std::move(shape));

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <unistd.h>
 
+#include "gpu_test_util.h"
 #include "cuda_test_kernels.h"
 #include "tessel/codegen/cuda/driver_api.h"
 #include "tessel/codegen/cuda/gpu_runner.h"
@@ -21,13 +22,6 @@ namespace tessel::cuda {
 namespace {
 
 using namespace tessel::cuda_testing;  // NOLINT
-
-#define SKIP_WITHOUT_GPU()                                                      \
-  do {                                                                          \
-    std::string why_;                                                           \
-    if (!cuda_available(&why_)) GTEST_SKIP() << "no usable GPU: " << why_;      \
-    if (!nvrtc_available(&why_)) GTEST_SKIP() << "NVRTC not available: " << why_; \
-  } while (0)
 
 // Runs `k` on the GPU and in the evaluator from the same random buffers.
 void expect_gpu_matches_evaluator(const loop::Kernel& k, GpuKernels& gpu, const std::map<std::string, int64_t>& syms,

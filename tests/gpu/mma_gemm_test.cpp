@@ -9,6 +9,7 @@
 // Every test skips where there is no GPU or no NVRTC.
 #include <gtest/gtest.h>
 
+#include "gpu_test_util.h"
 #include "cuda_test_kernels.h"
 #include "mma_test_kernels.h"
 #include "tessel/codegen/cuda/driver_api.h"
@@ -20,13 +21,6 @@ namespace tessel::cuda {
 namespace {
 
 using namespace tessel::mma_testing;  // NOLINT
-
-#define SKIP_WITHOUT_GPU()                                                      \
-  do {                                                                          \
-    std::string why_;                                                           \
-    if (!cuda_available(&why_)) GTEST_SKIP() << "no usable GPU: " << why_;      \
-    if (!nvrtc_available(&why_)) GTEST_SKIP() << "NVRTC not available: " << why_; \
-  } while (0)
 
 std::vector<int64_t> syms_of(const GemmCase& c) {
   return c.m_symbolic ? std::vector<int64_t>{c.M} : std::vector<int64_t>{};
