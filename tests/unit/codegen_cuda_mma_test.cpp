@@ -64,17 +64,33 @@ TEST(MmaPlan, PrecisionFromTheOperands) {
   EXPECT_FALSE(exact_in(loop::cast(DType::F32, loop::var("x", DType::F16)), DType::BF16));
 }
 
-TEST(MmaPlan, SmallConstantMPicksSmallerTiles) {
-  EXPECT_EQ(plan_of({"p", DType::BF16, 1, 1, 64, 64}).tiles.bm, 16);
-  EXPECT_EQ(plan_of({"p", DType::BF16, 1, 1, 64, 64}).tiles.threads(), 128);
-  EXPECT_EQ(plan_of({"p", DType::BF16, 1, 20, 64, 64}).tiles.bm, 32);
-  EXPECT_EQ(plan_of({"p", DType::F32, 1, 64, 64, 64}).tiles.bm, 64);
-  EXPECT_EQ(plan_of({"p", DType::F32, 1, 65, 64, 64}).tiles.bm, 128);
+std::string tile_of(const GemmCase& c) {
+  const MmaTiles t = plan_of(c).tiles;
+  return str_cat(t.bm, "x", t.bn, "x", t.bk, "/", t.threads());
+}
+
+// The largest tile that still fills about one block per multiprocessor;
+// rows no more than M needs; 64-wide K steps for long K when the tile fits
+// 48 KiB of shared memory twice over.
+TEST(MmaPlan, TilesFillTheMachine) {
+  EXPECT_EQ(tile_of({"p", DType::BF16, 1, 4096, 4096, 64}), "128x128x32/256");  // 1024 blocks
+  EXPECT_EQ(tile_of({"p", DType::BF16, 120, 100, 40, 64}), "128x128x32/256");   // 120 blocks
+  // BERT at batch 1: 128 x 768 x 768 is 6 blocks in 128 x 128 tiles.
+  EXPECT_EQ(tile_of({"p", DType::BF16, 1, 128, 768, 768}), "32x32x64/128");   // 96 blocks, the smallest
+  EXPECT_EQ(tile_of({"p", DType::BF16, 16, 128, 768, 768}), "64x128x32/256");  // 192 blocks
+  EXPECT_EQ(tile_of({"p", DType::BF16, 60, 33, 65, 256}), "64x64x64/128");
+  // GEMV-like M: 16 rows, four warps.
+  EXPECT_EQ(tile_of({"p", DType::BF16, 1, 1, 64, 64}), "16x32x32/128");
+  EXPECT_EQ(tile_of({"p", DType::BF16, 1, 1, 32000, 512}), "16x128x64/128");  // 250 blocks
+  EXPECT_EQ(tile_of({"p", DType::BF16, 1, 20, 64, 64}), "32x32x32/128");
+  EXPECT_EQ(tile_of({"p", DType::F32, 1, 64, 64, 1024}), "32x32x16/128");  // 3xTF32 keeps 16-wide K steps
+  // An unknown M takes the largest tile.
   GemmCase sym{"p", DType::F32, 1, 5, 64, 64};
   sym.m_symbolic = true;
-  EXPECT_EQ(plan_of(sym).tiles.bm, 128);
+  EXPECT_EQ(tile_of(sym), "128x128x16/256");
   for (DType t : {DType::F32, DType::BF16})
-    for (int64_t m : {1, 20, 64, 1000}) EXPECT_LE(plan_of({"p", t, 1, m, 64, 64}).shared_bytes(), 48 * 1024);
+    for (int64_t m : {1, 20, 64, 1000, 100000})
+      for (int64_t k : {16, 300, 5000}) EXPECT_LE(plan_of({"p", t, 1, m, 256, k}).shared_bytes(), 48 * 1024);
 }
 
 TEST(MmaPlan, LoadOrderFollowsTheInnermostIndex) {
@@ -331,6 +347,14 @@ void expect_emulation_matches(const GemmCase& c) {
 TEST(MmaEmulation, Bf16TilesEdgesAndBatches) {
   GemmCase c{"emu_bf16", DType::BF16, 2, 150, 130, 70, false, false, true, DType::BF16, true};
   expect_emulation_matches(c);
+}
+
+// Every block tile the planner picks, at sizes that pick it (TilesFillTheMachine):
+// 128 x 128 and 64 x 128 with 32-wide K steps, 64 x 64 with 64-wide ones.
+TEST(MmaEmulation, Bf16LargeTiles) {
+  expect_emulation_matches({"emu_t128", DType::BF16, 120, 100, 40, 40, false, false, true, DType::BF16, false});
+  expect_emulation_matches({"emu_t64x128", DType::BF16, 60, 50, 130, 40, false, false, false, DType::F32, false});
+  expect_emulation_matches({"emu_t64k64", DType::BF16, 60, 33, 65, 256, false, true, false, DType::F32, false});
 }
 
 // Both operands transposed (the other load orders), f16, the 64-row tiles.

@@ -83,26 +83,72 @@ bool k_contiguous(const Expr& operand, const std::string& k, const std::string& 
   return fallback;
 }
 
-MmaTiles tiles_for(int64_t m, MmaPrecision p) {
+// At least this many blocks, when the sizes are known, before a bigger tile
+// is worth its reuse: about one block per multiprocessor of a large GPU (the
+// H100 and H200 have 132). A 128 x 768 GEMM (BERT at batch 1) in 128 x 128
+// tiles is 6 blocks, 5% of the machine.
+constexpr int64_t kMinBlocks = 120;
+
+MmaTiles make_tiles(int bm, int bn, int warps_m, int warps_n, int bk) {
   MmaTiles t;
-  t.bk = p == MmaPrecision::Tf32x3 ? 16 : 32;
-  if (m > 0 && m <= 16) {
-    t.bm = 16;
-    t.warps_m = 1;  // 4 warps, each 16 x 32
-  } else if (m > 0 && m <= 32) {
-    t.bm = 32;  // 8 warps, each 16 x 32
-  } else if (m > 0 && m <= 64) {
-    t.bm = 64;  // 8 warps, each 32 x 32
+  t.bm = bm, t.bn = bn, t.warps_m = warps_m, t.warps_n = warps_n, t.bk = bk;
+  return t;
+}
+
+// Block tiles, largest first, for M (-1: unknown): rows no more than M needs.
+std::vector<MmaTiles> tile_candidates(int64_t m, int bk) {
+  std::vector<MmaTiles> all;
+  if (m < 0 || m > 64) all.push_back(make_tiles(128, 128, 2, 4, bk));  // warps 64 x 32
+  if (m < 0 || m > 32) {
+    all.push_back(make_tiles(64, 128, 2, 4, bk));  // warps 32 x 32
+    all.push_back(make_tiles(64, 64, 2, 2, bk));   // 4 warps, 32 x 32
+  }
+  if (m < 0 || m > 16) {
+    all.push_back(make_tiles(32, 128, 2, 4, bk));  // warps 16 x 32
+    all.push_back(make_tiles(32, 64, 2, 2, bk));   // 4 warps, 16 x 32
+    all.push_back(make_tiles(32, 32, 2, 2, bk));   // 4 warps, 16 x 16
+  } else {
+    all.push_back(make_tiles(16, 128, 1, 4, bk));  // 4 warps, 16 x 32
+    all.push_back(make_tiles(16, 64, 1, 4, bk));   // 4 warps, 16 x 16
+    all.push_back(make_tiles(16, 32, 1, 4, bk));   // 4 warps, 16 x 8
+  }
+  return all;
+}
+
+int64_t shared_bytes_of(const MmaTiles& t, MmaPrecision p) {
+  const int64_t row_bytes = p == MmaPrecision::Tf32x3 ? (t.bk + 4) * 4 : (t.bk / 2 + 4) * 4;
+  return 2 * (t.bm + t.bn) * row_bytes;
+}
+
+// The first candidate tile that still gives kMinBlocks blocks (the smallest
+// when none does; the largest when a size is unknown). Halves take 64-wide K
+// steps when K is long and the tile small enough for 48 KiB of shared memory:
+// half as many round trips to memory per output tile.
+MmaTiles tiles_for(int64_t batch, int64_t m, int64_t n, int64_t k, MmaPrecision p) {
+  const bool halves = p != MmaPrecision::Tf32x3;
+  const std::vector<MmaTiles> all = tile_candidates(m, halves ? 32 : 16);
+  MmaTiles t = all.front();
+  if (batch > 0 && m > 0 && n > 0) {
+    t = all.back();
+    for (const MmaTiles& c : all) {
+      const int64_t blocks = batch * ((m + c.bm - 1) / c.bm) * ((n + c.bn - 1) / c.bn);
+      if (blocks >= kMinBlocks) {
+        t = c;
+        break;
+      }
+    }
+  }
+  if (halves && k >= 256) {
+    MmaTiles wide = t;
+    wide.bk = 64;
+    if (shared_bytes_of(wide, p) <= 48 * 1024) t = wide;
   }
   return t;
 }
 
 }  // namespace
 
-int64_t MmaPlan::shared_bytes() const {
-  const int64_t row_bytes = precision == MmaPrecision::Tf32x3 ? (tiles.bk + 4) * 4 : (tiles.bk / 2 + 4) * 4;
-  return 2 * (tiles.bm + tiles.bn) * row_bytes;
-}
+int64_t MmaPlan::shared_bytes() const { return shared_bytes_of(tiles, precision); }
 
 MmaPlan plan_mma_gemm(const loop::StmtNode& s) {
   const loop::ContractView c = loop::contract_parts(s);
@@ -112,9 +158,11 @@ MmaPlan plan_mma_gemm(const loop::StmtNode& s) {
   } else if (exact_in(c.a, DType::F16) && exact_in(c.b, DType::F16)) {
     p.precision = MmaPrecision::F16;
   }
-  int64_t m = -1;
-  if (!loop::as_const_int(loop::simplify(c.m), &m)) m = -1;
-  p.tiles = tiles_for(m, p.precision);
+  const auto known = [](const Expr& e) {
+    int64_t v = -1;
+    return loop::as_const_int(loop::simplify(e), &v) ? v : -1;
+  };
+  p.tiles = tiles_for(known(c.batch_extent), known(c.m), known(c.n), known(c.k_extent), p.precision);
   p.a_k_contiguous = k_contiguous(c.a, c.k, c.i, true);
   p.b_k_contiguous = k_contiguous(c.b, c.k, c.j, false);
   return p;
@@ -287,20 +335,28 @@ class MmaWriter {
   }
 
   // Registers <- the operands at k tile ts_k0: a(b, i, k) and b(b, k, j),
-  // 0 outside [0, M) x [0, K) and [0, K) x [0, N).
+  // 0 outside [0, M) x [0, K) and [0, K) x [0, N). Each element is read at
+  // its indices clamped into range (a tile exists, so M, N, K >= 1 there)
+  // and then selected: straight-line loads that are all in flight together.
+  // A guard around each load (`in range ? load : 0`) compiled to a branch
+  // per element with the load's first use inside it, one memory latency per
+  // element: 11 us per K step of BERT's GEMMs on the H200.
   void load_tiles() {
     ExprEmitter& ex = out_.expr();
     const auto load = [&](const char* reg, int units, int rows, bool k_major, const std::string& row_var,
                           const char* row0, const char* row_extent, const Expr& value) {
       loop_nest({{"ts_q", units}}, [&] {
         unit_position(rows, k_major);
-        line(str_cat("const long long ", var_name(row_var), " = ", row0, " + ts_row;"));
+        line(str_cat("const long long ts_ri = ", row0, " + ts_row;"));
+        line(str_cat("const long long ", var_name(row_var), " = ts_ri < ", row_extent, " ? ts_ri : ", row_extent,
+                     " - 1;"));
         for (int p = 0; p < kpack_; ++p) {
           line("{");
           out_.indent(1);
-          line(str_cat("const long long ", var_name(c_.k), " = ts_k0 + ts_u * ", kpack_, " + ", p, ";"));
-          line(str_cat(reg, "[ts_q][", p, "] = ", var_name(row_var), " < ", row_extent, " && ", var_name(c_.k),
-                       " < ts_K ? ", ex.emit(value), " : 0.0f;"));
+          line(str_cat("const long long ts_rk = ts_k0 + ts_u * ", kpack_, " + ", p, ";"));
+          line(str_cat("const long long ", var_name(c_.k), " = ts_rk < ts_K ? ts_rk : ts_K - 1;"));
+          line(str_cat("const float ts_v = ", ex.emit(value), ";"));
+          line(str_cat(reg, "[ts_q][", p, "] = ts_ri < ", row_extent, " && ts_rk < ts_K ? ts_v : 0.0f;"));
           out_.indent(-1);
           line("}");
         }
