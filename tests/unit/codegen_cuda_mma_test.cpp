@@ -93,6 +93,27 @@ TEST(MmaPlan, TilesFillTheMachine) {
       for (int64_t k : {16, 300, 5000}) EXPECT_LE(plan_of({"p", t, 1, m, 256, k}).shared_bytes(), 48 * 1024);
 }
 
+// 16-byte loads where the operand is a plain bf16/f16 load whose vector
+// dimension is contiguous and a multiple of 8 (the emulation cases below run
+// each choice).
+TEST(MmaPlan, VectorLoadsWhereAligned) {
+  const auto loads = [](const GemmCase& c) {
+    const MmaPlan p = plan_of(c);
+    return std::make_pair(p.a_load, p.b_load);
+  };
+  using L = OperandLoad;
+  EXPECT_EQ(loads({"p", DType::BF16, 120, 100, 40, 40}), std::make_pair(L::VectorK, L::VectorRows));
+  EXPECT_EQ(loads({"p", DType::F16, 1, 128, 768, 768}), std::make_pair(L::VectorK, L::VectorRows));
+  EXPECT_EQ(loads({"p", DType::BF16, 60, 50, 130, 40}), std::make_pair(L::VectorK, L::Elements));  // N % 8
+  EXPECT_EQ(loads({"p", DType::BF16, 60, 33, 65, 256, false, true}), std::make_pair(L::VectorK, L::VectorK));
+  EXPECT_EQ(loads({"p", DType::BF16, 2, 150, 130, 70}), std::make_pair(L::Elements, L::Elements));  // K % 8
+  EXPECT_EQ(loads({"p", DType::BF16, 1, 40, 24, 32, true, false}), std::make_pair(L::Elements, L::VectorRows));
+  EXPECT_EQ(loads({"p", DType::F32, 1, 128, 128, 128}), std::make_pair(L::Elements, L::Elements));  // 3xTF32
+  const std::string code = emit_cuda_source({gemm_case_kernel({"v", DType::BF16, 1, 64, 64, 64})}).code;
+  EXPECT_NE(code.find("*(const ts_u4*)&b_a["), std::string::npos) << code;
+  EXPECT_NE(code.find("ts_pack_h2(ts_Bh[ts_s]"), std::string::npos);
+}
+
 TEST(MmaPlan, LoadOrderFollowsTheInnermostIndex) {
   GemmCase c{"p", DType::F32, 1, 200, 64, 64};
   EXPECT_TRUE(plan_of(c).a_k_contiguous);   // a[bb, i, k]

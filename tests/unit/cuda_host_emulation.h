@@ -252,4 +252,10 @@ inline int atomicCAS(int* p, int expected, int desired) { return ts_emu::atomic_
   }                                                                                                     \
   inline unsigned ts_pack_f16(float lo, float hi) {                                                     \
     return static_cast<unsigned>(ts_f2h(lo)) | (static_cast<unsigned>(ts_f2h(hi)) << 16);               \
+  }                                                                                                     \
+  struct __align__(16) ts_u4 {                                                                          \
+    unsigned x, y, z, w;                                                                                \
+  };                                                                                                    \
+  inline unsigned ts_pack_h2(unsigned short lo, unsigned short hi) {                                    \
+    return static_cast<unsigned>(lo) | (static_cast<unsigned>(hi) << 16);                               \
   }

@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <vector>
 
 #include "tessel/codegen/cuda/emitter.h"
@@ -115,16 +116,19 @@ std::vector<MmaTiles> tile_candidates(int64_t m, int bk) {
   return all;
 }
 
-int64_t shared_bytes_of(const MmaTiles& t, MmaPrecision p) {
+// Two stages of A as [BM][BK] and B as [BN][BK], rows padded by 8 halves or
+// 4 floats, or B as [BK][BN + 8] halves (OperandLoad::VectorRows).
+int64_t shared_bytes_of(const MmaTiles& t, MmaPrecision p, OperandLoad b_load) {
   const int64_t row_bytes = p == MmaPrecision::Tf32x3 ? (t.bk + 4) * 4 : (t.bk / 2 + 4) * 4;
-  return 2 * (t.bm + t.bn) * row_bytes;
+  const int64_t b_bytes = b_load == OperandLoad::VectorRows ? int64_t{t.bk} * (t.bn + 8) * 2 : t.bn * row_bytes;
+  return 2 * (t.bm * row_bytes + b_bytes);
 }
 
 // The first candidate tile that still gives kMinBlocks blocks (the smallest
 // when none does; the largest when a size is unknown). Halves take 64-wide K
 // steps when K is long and the tile small enough for 48 KiB of shared memory:
 // half as many round trips to memory per output tile.
-MmaTiles tiles_for(int64_t batch, int64_t m, int64_t n, int64_t k, MmaPrecision p) {
+MmaTiles tiles_for(int64_t batch, int64_t m, int64_t n, int64_t k, MmaPrecision p, OperandLoad b_load) {
   const bool halves = p != MmaPrecision::Tf32x3;
   const std::vector<MmaTiles> all = tile_candidates(m, halves ? 32 : 16);
   MmaTiles t = all.front();
@@ -141,14 +145,78 @@ MmaTiles tiles_for(int64_t batch, int64_t m, int64_t n, int64_t k, MmaPrecision 
   if (halves && k >= 256) {
     MmaTiles wide = t;
     wide.bk = 64;
-    if (shared_bytes_of(wide, p) <= 48 * 1024) t = wide;
+    if (shared_bytes_of(wide, p, b_load) <= 48 * 1024) t = wide;
   }
   return t;
 }
 
+// The load of `operand` when it is just cast<f32>(load) of a `t` buffer.
+const loop::ExprNode* plain_load(const Expr& operand, DType t) {
+  if (operand->kind != ExprKind::Cast || operand->dtype != DType::F32) return nullptr;
+  const Expr& x = operand->args[0];
+  return x->kind == ExprKind::Load && x->buffer->dtype == t ? x.node.get() : nullptr;
+}
+
+// An integer expression as constant + sum of coefficient * variable, when it
+// is one (sums, differences and products with a constant of variables and
+// immediates); false otherwise.
+struct Affine {
+  int64_t constant = 0;
+  std::map<std::string, int64_t> coef;
+};
+
+bool affine_of(const Expr& e, Affine* out, int64_t scale = 1) {
+  switch (e->kind) {
+    case ExprKind::IntImm: out->constant += scale * e->int_value; return true;
+    case ExprKind::Var: out->coef[e->name] += scale; return true;
+    case ExprKind::Unary: return e->unary == loop::UnaryOp::Neg && affine_of(e->args[0], out, -scale);
+    case ExprKind::Binary: {
+      const Expr &a = e->args[0], &b = e->args[1];
+      switch (e->binary) {
+        case loop::BinaryOp::Add: return affine_of(a, out, scale) && affine_of(b, out, scale);
+        case loop::BinaryOp::Sub: return affine_of(a, out, scale) && affine_of(b, out, -scale);
+        case loop::BinaryOp::Mul:
+          if (b->kind == ExprKind::IntImm) return affine_of(a, out, scale * b->int_value);
+          if (a->kind == ExprKind::IntImm) return affine_of(b, out, scale * a->int_value);
+          return false;
+        default: return false;
+      }
+    }
+    default: return false;
+  }
+}
+
+// Whether 16-byte loads of 8 elements consecutive in `vec` read `load`
+// exactly, from element offsets that are multiples of 8 when vec is: its
+// flat index (row-major, constant shape) has stride 1 in vec, strides that
+// are multiples of 8 in `others` and a constant part that is one, and uses no
+// other variable; and vec's extent is a multiple of 8.
+bool vectorizable(const loop::ExprNode& load, const std::string& vec, const Expr& vec_extent,
+                  const std::vector<std::string>& others) {
+  int64_t extent = 0;
+  if (!loop::as_const_int(loop::simplify(vec_extent), &extent) || extent % 8 != 0) return false;
+  const std::vector<Expr>& shape = load.buffer->shape;
+  if (shape.size() != load.args.size()) return false;
+  Expr flat(0);
+  int64_t stride = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    int64_t dim = 0;
+    if (!loop::as_const_int(loop::simplify(shape[d]), &dim)) return false;
+    flat = flat + load.args[d] * Expr(stride);
+    stride *= dim;
+  }
+  Affine f;
+  if (!affine_of(loop::simplify(flat), &f) || f.constant % 8 != 0) return false;
+  for (const auto& [v, c] : f.coef) {
+    if (c == 0) continue;
+    if (v == vec ? c != 1 : std::find(others.begin(), others.end(), v) == others.end() || c % 8 != 0) return false;
+  }
+  return f.coef.count(vec) && f.coef.at(vec) == 1;
+}
+
 }  // namespace
 
-int64_t MmaPlan::shared_bytes() const { return shared_bytes_of(tiles, precision); }
+int64_t MmaPlan::shared_bytes() const { return shared_bytes_of(tiles, precision, b_load); }
 
 MmaPlan plan_mma_gemm(const loop::StmtNode& s) {
   const loop::ContractView c = loop::contract_parts(s);
@@ -158,13 +226,25 @@ MmaPlan plan_mma_gemm(const loop::StmtNode& s) {
   } else if (exact_in(c.a, DType::F16) && exact_in(c.b, DType::F16)) {
     p.precision = MmaPrecision::F16;
   }
+  p.a_k_contiguous = k_contiguous(c.a, c.k, c.i, true);
+  p.b_k_contiguous = k_contiguous(c.b, c.k, c.j, false);
+  if (p.precision != MmaPrecision::Tf32x3) {
+    const DType t = p.precision == MmaPrecision::Bf16 ? DType::BF16 : DType::F16;
+    if (const loop::ExprNode* a = plain_load(c.a, t); a && vectorizable(*a, c.k, c.k_extent, {c.batch, c.i}))
+      p.a_load = OperandLoad::VectorK;
+    if (const loop::ExprNode* b = plain_load(c.b, t)) {
+      if (vectorizable(*b, c.k, c.k_extent, {c.batch, c.j})) {
+        p.b_load = OperandLoad::VectorK;
+      } else if (vectorizable(*b, c.j, c.n, {c.batch, c.k})) {
+        p.b_load = OperandLoad::VectorRows;
+      }
+    }
+  }
   const auto known = [](const Expr& e) {
     int64_t v = -1;
     return loop::as_const_int(loop::simplify(e), &v) ? v : -1;
   };
-  p.tiles = tiles_for(known(c.batch_extent), known(c.m), known(c.n), known(c.k_extent), p.precision);
-  p.a_k_contiguous = k_contiguous(c.a, c.k, c.i, true);
-  p.b_k_contiguous = k_contiguous(c.b, c.k, c.j, false);
+  p.tiles = tiles_for(known(c.batch_extent), known(c.m), known(c.n), known(c.k_extent), p.precision, p.b_load);
   return p;
 }
 
@@ -211,6 +291,9 @@ TS_D unsigned ts_pack_bf16(float lo, float hi) {
 TS_D unsigned ts_pack_f16(float lo, float hi) {
   return (unsigned)ts_f2h(lo) | ((unsigned)ts_f2h(hi) << 16);
 }
+// Eight halves, for 16-byte loads and stores; two halves' bits as one word.
+struct __align__(16) ts_u4 { unsigned x, y, z, w; };
+TS_D unsigned ts_pack_h2(unsigned short lo, unsigned short hi) { return (unsigned)lo | ((unsigned)hi << 16); }
 )";
 }
 
@@ -218,6 +301,20 @@ namespace {
 
 // Writes one GEMM kernel body (see mma_gemm.h for the structure).
 class MmaWriter {
+  // One operand's way from memory to its shared tile.
+  struct Side {
+    const char* smem = "";    // the shared tile
+    const char* reg = "";     // the registers between global and shared
+    OperandLoad how = OperandLoad::Elements;
+    int rows = 0;             // BM or BN
+    bool k_major = true;      // Elements: consecutive threads along k
+    std::string row_var;      // i or j
+    const char* row0 = "";    // the tile's first row
+    const char* extent = "";  // M or N
+    const Expr* value = nullptr;
+    int units = 0;            // per thread: elements (pairs of halves) or vectors
+    int vectors = 0;          // vectors per tile
+  };
  public:
   MmaWriter(const loop::StmtNode& s, const MmaPlan& p, CodeSink& out)
       : c_(loop::contract_parts(s)), p_(p), t_(p.tiles), out_(out) {
@@ -234,6 +331,14 @@ class MmaWriter {
              "cuda mma: tiles do not divide among the threads");
     a_units_ = t_.bm * units_per_row_ / t_.threads();
     b_units_ = t_.bn * units_per_row_ / t_.threads();
+    a_ = Side{"ts_As", "ts_ra", p.a_load, t_.bm, p.a_k_contiguous, c_.i, "ts_m0", "ts_M", &c_.a, a_units_};
+    b_ = Side{p.b_load == OperandLoad::VectorRows ? "ts_Bh" : "ts_Bs", "ts_rb", p.b_load, t_.bn, p.b_k_contiguous,
+              c_.j, "ts_n0", "ts_N", &c_.b, b_units_};
+    for (Side* x : {&a_, &b_}) {
+      if (x->how == OperandLoad::Elements) continue;
+      x->vectors = x->rows * t_.bk / 8;
+      x->units = (x->vectors + t_.threads() - 1) / t_.threads();
+    }
   }
 
   void write() {
@@ -248,7 +353,11 @@ class MmaWriter {
     line(str_cat("const long long ts_tiles_m = (ts_M + ", t_.bm - 1, "ll) / ", t_.bm, "ll;"));
     line(str_cat("const long long ts_ktiles = (ts_K + ", t_.bk - 1, "ll) / ", t_.bk, "ll;"));
     line(str_cat("__shared__ __align__(16) ", elem, " ts_As[2][", t_.bm, "][", row_units_, "];"));
-    line(str_cat("__shared__ __align__(16) ", elem, " ts_Bs[2][", t_.bn, "][", row_units_, "];"));
+    if (b_.how == OperandLoad::VectorRows) {
+      line(str_cat("__shared__ __align__(16) unsigned short ts_Bh[2][", t_.bk, "][", t_.bn + 8, "];"));
+    } else {
+      line(str_cat("__shared__ __align__(16) ", elem, " ts_Bs[2][", t_.bn, "][", row_units_, "];"));
+    }
     line("const int ts_tid = (int)threadIdx.x, ts_warp = ts_tid >> 5, ts_lane = ts_tid & 31;");
     line(str_cat("const int ts_wm = ts_warp / ", t_.warps_n, ", ts_wn = ts_warp % ", t_.warps_n,
                  ", ts_g = ts_lane >> 2, ts_t = ts_lane & 3;"));
@@ -260,7 +369,10 @@ class MmaWriter {
     line(str_cat("const long long ts_m0 = (ts_my % ts_tiles_m) * ", t_.bm, "ll;"));
     line(str_cat("float ts_acc[", mt_, "][", nt_, "][4];"));
     loop_nest({{"ts_mt", mt_}, {"ts_nt", nt_}, {"ts_r", 4}}, [&] { line("ts_acc[ts_mt][ts_nt][ts_r] = 0.0f;"); });
-    line(str_cat("float ts_ra[", a_units_, "][", kpack_, "], ts_rb[", b_units_, "][", kpack_, "];"));
+    for (const Side* x : {&a_, &b_}) {
+      line(x->how == OperandLoad::Elements ? str_cat("float ", x->reg, "[", x->units, "][", kpack_, "];")
+                                           : str_cat("ts_u4 ", x->reg, "[", x->units, "];"));
+    }
     line("if (ts_ktiles > 0) {");
     out_.indent(1);
     line("const long long ts_k0 = 0;");
@@ -335,52 +447,92 @@ class MmaWriter {
   }
 
   // Registers <- the operands at k tile ts_k0: a(b, i, k) and b(b, k, j),
-  // 0 outside [0, M) x [0, K) and [0, K) x [0, N). Each element is read at
-  // its indices clamped into range (a tile exists, so M, N, K >= 1 there)
-  // and then selected: straight-line loads that are all in flight together.
-  // A guard around each load (`in range ? load : 0`) compiled to a branch
-  // per element with the load's first use inside it, one memory latency per
-  // element: 11 us per K step of BERT's GEMMs on the H200.
+  // 0 outside [0, M) x [0, K) and [0, K) x [0, N). Each element (or vector)
+  // is read at its indices clamped into range (a tile exists, so M, N, K >= 1
+  // there; a vector's extent is a multiple of 8) and then selected:
+  // straight-line loads that are all in flight together. A guard around each
+  // load (`in range ? load : 0`) compiled to a branch per element with the
+  // load's first use inside it, one memory latency per element: 11 us per K
+  // step of BERT's GEMMs on the H200.
   void load_tiles() {
-    ExprEmitter& ex = out_.expr();
-    const auto load = [&](const char* reg, int units, int rows, bool k_major, const std::string& row_var,
-                          const char* row0, const char* row_extent, const Expr& value) {
-      loop_nest({{"ts_q", units}}, [&] {
-        unit_position(rows, k_major);
-        line(str_cat("const long long ts_ri = ", row0, " + ts_row;"));
-        line(str_cat("const long long ", var_name(row_var), " = ts_ri < ", row_extent, " ? ts_ri : ", row_extent,
-                     " - 1;"));
-        for (int p = 0; p < kpack_; ++p) {
-          line("{");
-          out_.indent(1);
-          line(str_cat("const long long ts_rk = ts_k0 + ts_u * ", kpack_, " + ", p, ";"));
-          line(str_cat("const long long ", var_name(c_.k), " = ts_rk < ts_K ? ts_rk : ts_K - 1;"));
-          line(str_cat("const float ts_v = ", ex.emit(value), ";"));
-          line(str_cat(reg, "[ts_q][", p, "] = ts_ri < ", row_extent, " && ts_rk < ts_K ? ts_v : 0.0f;"));
-          out_.indent(-1);
-          line("}");
-        }
-      });
-    };
-    load("ts_ra", a_units_, t_.bm, p_.a_k_contiguous, c_.i, "ts_m0", "ts_M", c_.a);
-    load("ts_rb", b_units_, t_.bn, p_.b_k_contiguous, c_.j, "ts_n0", "ts_N", c_.b);
+    for (const Side* x : {&a_, &b_}) {
+      switch (x->how) {
+        case OperandLoad::Elements: load_elements(*x); break;
+        case OperandLoad::VectorK: load_vectors(*x, x->row_var, x->row0, x->extent, c_.k, "ts_k0", "ts_K"); break;
+        case OperandLoad::VectorRows: load_vectors(*x, c_.k, "ts_k0", "ts_K", x->row_var, x->row0, x->extent); break;
+      }
+    }
   }
 
-  // Shared stage `stage` <- the registers (packed pairs of halves, or floats).
+  void load_elements(const Side& x) {
+    ExprEmitter& ex = out_.expr();
+    loop_nest({{"ts_q", x.units}}, [&] {
+      unit_position(x.rows, x.k_major);
+      line(str_cat("const long long ts_ri = ", x.row0, " + ts_row;"));
+      line(str_cat("const long long ", var_name(x.row_var), " = ts_ri < ", x.extent, " ? ts_ri : ", x.extent, " - 1;"));
+      for (int p = 0; p < kpack_; ++p) {
+        line("{");
+        out_.indent(1);
+        line(str_cat("const long long ts_rk = ts_k0 + ts_u * ", kpack_, " + ", p, ";"));
+        line(str_cat("const long long ", var_name(c_.k), " = ts_rk < ts_K ? ts_rk : ts_K - 1;"));
+        line(str_cat("const float ts_v = ", ex.emit(*x.value), ";"));
+        line(str_cat(x.reg, "[ts_q][", p, "] = ts_ri < ", x.extent, " && ts_rk < ts_K ? ts_v : 0.0f;"));
+        out_.indent(-1);
+        line("}");
+      }
+    });
+  }
+
+  // Vector q of this thread: `outer` (rows of the shared tile: i/j for
+  // VectorK, k for VectorRows) from ts_e / per_row, 8 consecutive `inner`
+  // values (k, or j) from ts_e % per_row; consecutive threads read
+  // consecutive 16 bytes.
+  void vector_position(const Side& x) {
+    const int per_row = x.how == OperandLoad::VectorK ? t_.bk / 8 : x.rows / 8;
+    line(str_cat("const int ts_e = ts_tid + ts_q * ", t_.threads(), ";"));
+    line(str_cat("const int ts_row = ts_e / ", per_row, ", ts_c = ts_e % ", per_row, ";"));
+  }
+
+  void load_vectors(const Side& x, const std::string& outer, const char* outer0, const char* outer_extent,
+                    const std::string& inner, const char* inner0, const char* inner_extent) {
+    const loop::ExprNode& load = *x.value->node->args[0].node;
+    loop_nest({{"ts_q", x.units}}, [&] {
+      vector_position(x);
+      line(str_cat("const long long ts_ro = ", outer0, " + ts_row, ts_rv = ", inner0, " + ts_c * 8;"));
+      line(str_cat("const long long ", var_name(outer), " = ts_ro < ", outer_extent, " ? ts_ro : ", outer_extent,
+                   " - 1;"));
+      line(str_cat("const long long ", var_name(inner), " = ts_rv < ", inner_extent, " ? ts_rv : ", inner_extent,
+                   " - 8;"));
+      line(str_cat("const ts_u4 ts_v = *(const ts_u4*)&", buffer_name(load.buffer->name), "[",
+                   out_.expr().flat_index(*load.buffer, load.args), "];"));
+      line(str_cat(x.reg, "[ts_q] = ts_ro < ", outer_extent, " && ts_rv < ", inner_extent,
+                   " ? ts_v : ts_u4{0u, 0u, 0u, 0u};"));
+    });
+  }
+
+  // Shared stage `stage` <- the registers (packed pairs of halves, floats,
+  // or whole vectors).
   void store_tiles(const std::string& stage) {
-    const auto store = [&](const char* smem, const char* reg, int units, int rows, bool k_major) {
-      loop_nest({{"ts_q", units}}, [&] {
-        unit_position(rows, k_major);
-        std::string value = str_cat(reg, "[ts_q][0]");
+    for (const Side* x : {&a_, &b_}) {
+      if (x->how != OperandLoad::Elements) {
+        loop_nest({{"ts_q", x->units}}, [&] {
+          vector_position(*x);
+          const std::string at = x->how == OperandLoad::VectorK ? "[ts_row][ts_c * 4]" : "[ts_row][ts_c * 8]";
+          const std::string store = str_cat("*(ts_u4*)&", x->smem, "[", stage, "]", at, " = ", x->reg, "[ts_q];");
+          line(x->vectors % t_.threads() == 0 ? store : str_cat("if (ts_e < ", x->vectors, ") ", store));
+        });
+        continue;
+      }
+      loop_nest({{"ts_q", x->units}}, [&] {
+        unit_position(x->rows, x->k_major);
+        std::string value = str_cat(x->reg, "[ts_q][0]");
         if (halves_) {
-          value = str_cat(p_.precision == MmaPrecision::Bf16 ? "ts_pack_bf16(" : "ts_pack_f16(", reg, "[ts_q][0], ",
-                          reg, "[ts_q][1])");
+          value = str_cat(p_.precision == MmaPrecision::Bf16 ? "ts_pack_bf16(" : "ts_pack_f16(", x->reg,
+                          "[ts_q][0], ", x->reg, "[ts_q][1])");
         }
-        line(str_cat(smem, "[", stage, "][ts_row][ts_u] = ", value, ";"));
+        line(str_cat(x->smem, "[", stage, "][ts_row][ts_u] = ", value, ";"));
       });
-    };
-    store("ts_As", "ts_ra", a_units_, t_.bm, p_.a_k_contiguous);
-    store("ts_Bs", "ts_rb", b_units_, t_.bn, p_.b_k_contiguous);
+    }
   }
 
   // The warp's mmas over shared stage ts_s.
@@ -405,6 +557,15 @@ class MmaWriter {
     loop_nest({{"ts_nt", nt_}}, [&] {
       line(str_cat("const int ts_c0 = ts_wn * ", wn_, " + ts_nt * 8 + ts_g;"));
       // Halves: reg0 (k 2t, col g), reg1 (k 2t + 8, col g); tf32: b0 (k t, g), b1 (k t + 4, g).
+      if (b_.how == OperandLoad::VectorRows) {
+        // [k][j] halves: word w of the fragment is k = 2w and 2w + 1.
+        for (int q = 0; q < 2; ++q) {
+          const std::string k2 = str_cat("2 * (ts_kk + ts_t", q ? " + 4" : "", ")");
+          line(str_cat("ts_fb[ts_nt][", q, "] = ts_pack_h2(ts_Bh[ts_s][", k2, "][ts_c0], ts_Bh[ts_s][", k2,
+                       " + 1][ts_c0]);"));
+        }
+        return;
+      }
       const char* at[2] = {"[ts_c0][ts_kk + ts_t]", "[ts_c0][ts_kk + ts_t + 4]"};
       for (int q = 0; q < 2; ++q) fragment("ts_fb", "ts_fb2", "ts_nt", q, str_cat("ts_Bs[ts_s]", at[q]));
     });
@@ -447,12 +608,15 @@ class MmaWriter {
     });
   }
 
+
+
   loop::ContractView c_;
   const MmaPlan& p_;
   const MmaTiles& t_;
   CodeSink& out_;
   bool halves_ = false;
   int kpack_ = 1, units_per_row_ = 0, row_units_ = 0, wm_ = 0, wn_ = 0, mt_ = 0, nt_ = 0, a_units_ = 0, b_units_ = 0;
+  Side a_, b_;
 };
 
 void check_launch_extent(const Expr& e, const char* what, const std::set<std::string>& syms) {

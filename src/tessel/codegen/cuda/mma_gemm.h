@@ -51,9 +51,23 @@ struct MmaTiles {
   int threads() const { return 32 * warps_m * warps_n; }
 };
 
+// How a block fills its shared tile of one operand (halves only):
+//   Elements:   one element per load, any operand expression (0 outside);
+//   VectorK:    16-byte loads of 8 k-consecutive elements, for an operand that
+//               is a plain bf16/f16 load, unit stride in k, 8-element aligned
+//               (K and every other stride multiples of 8); stored as is into
+//               the [rows][BK] tile;
+//   VectorRows: the same along the rows (B stored [K, N], stride 1 in j, N a
+//               multiple of 8), into a [BK][BN + 8] tile; its fragments are
+//               built from two 16-bit shared loads each.
+// Parameters must be 16-byte aligned (the runtime's buffers are 64).
+enum class OperandLoad { Elements, VectorK, VectorRows };
+
 struct MmaPlan {
   MmaPrecision precision = MmaPrecision::Tf32x3;
   MmaTiles tiles;
+  OperandLoad a_load = OperandLoad::Elements;
+  OperandLoad b_load = OperandLoad::Elements;
   // Which index consecutive threads take when they fill a shared tile (so
   // that their global loads coalesce): k for A stored [M, K] (true) or i for
   // A stored [K, M]; k for B stored [N, K] (true) or j for B stored [K, N].
