@@ -111,7 +111,7 @@ TEST(MmaPlan, VectorLoadsWhereAligned) {
   EXPECT_EQ(loads({"p", DType::F32, 1, 128, 128, 128}), std::make_pair(L::Elements, L::Elements));  // 3xTF32
   const std::string code = emit_cuda_source({gemm_case_kernel({"v", DType::BF16, 1, 64, 64, 64})}).code;
   EXPECT_NE(code.find("*(const ts_u4*)&b_a["), std::string::npos) << code;
-  EXPECT_NE(code.find("ts_pack_h2(ts_Bh[ts_s]"), std::string::npos);
+  EXPECT_NE(code.find("ts_ldsm_x2_trans(ts_fb[ts_nt], &ts_Bh[ts_s]"), std::string::npos);
 }
 
 TEST(MmaPlan, LoadOrderFollowsTheInnermostIndex) {

@@ -217,6 +217,28 @@ inline void mma(int kind, float* d, const unsigned* a, const unsigned* b) {
   syncwarp();
 }
 
+// ---- ldmatrix.sync.aligned.m8n8.{x2,x4}[.trans].shared.b16 ----
+// Lane l gives the address of row l % 8 of matrix l / 8; register j of lane
+// l is, of matrix j, row l / 4 and columns 2 (l % 4), 2 (l % 4) + 1 (low
+// half first), or with .trans column l / 4 of rows 2 (l % 4) and + 1.
+inline const void* ldmatrix_rows[32][32];  // [warp][lane]
+
+inline void ldmatrix(int count, bool trans, unsigned* d, const void* row) {
+  const unsigned w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  ldmatrix_rows[w][lane] = row;
+  syncwarp();
+  for (int j = 0; j < count; ++j) {
+    const auto half = [&](unsigned r, unsigned col) {
+      unsigned short h;
+      std::memcpy(&h, static_cast<const unsigned char*>(ldmatrix_rows[w][j * 8 + r]) + 2 * col, 2);
+      return static_cast<unsigned>(h);
+    };
+    const unsigned q = lane % 4, p = lane / 4;
+    d[j] = trans ? half(2 * q, p) | half(2 * q + 1, p) << 16 : half(p, 2 * q) | half(p, 2 * q + 1) << 16;
+  }
+  syncwarp();
+}
+
 inline int atomic_cas(int* p, int expected, int desired) {
   const int old = *p;
   if (old == expected) *p = desired;
@@ -256,6 +278,6 @@ inline int atomicCAS(int* p, int expected, int desired) { return ts_emu::atomic_
   struct __align__(16) ts_u4 {                                                                          \
     unsigned x, y, z, w;                                                                                \
   };                                                                                                    \
-  inline unsigned ts_pack_h2(unsigned short lo, unsigned short hi) {                                    \
-    return static_cast<unsigned>(lo) | (static_cast<unsigned>(hi) << 16);                               \
-  }
+  inline void ts_ldsm_x4(unsigned* d, const void* row) { ts_emu::ldmatrix(4, false, d, row); }          \
+  inline void ts_ldsm_x2(unsigned* d, const void* row) { ts_emu::ldmatrix(2, false, d, row); }          \
+  inline void ts_ldsm_x2_trans(unsigned* d, const void* row) { ts_emu::ldmatrix(2, true, d, row); }

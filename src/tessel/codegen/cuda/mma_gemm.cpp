@@ -13,12 +13,14 @@
 //   both, f32 accumulators:
 //     c0 (row g, col 2t)  c1 (g, 2t + 1)  c2 (g + 8, 2t)  c3 (g + 8, 2t + 1)
 //
-// Shared memory keeps A as [BM][BK] and B as [BN][BK] (k contiguous), so
-// every fragment register is one 32-bit shared load: for halves the word
-// (kk / 2 + t) of a row holds k = kk + 2t and kk + 2t + 1. A row is BK / 2 + 4
-// words (halves) or BK + 4 floats: 20 words, and 20 g mod 32 takes 8
-// distinct multiples of 4 for g = 0..7, so the 32 lanes' loads (word 20 g + t)
-// hit 32 distinct banks.
+// Shared memory keeps A as [BM][BK] and B as [BN][BK] (k contiguous; B may
+// instead be [BK][BN + 8] halves, OperandLoad::VectorRows). For halves the
+// word (kk / 2 + t) of a row holds k = kk + 2t and kk + 2t + 1, and the
+// fragments come from ldmatrix (half_fragments); for f32 every fragment
+// register is one 32-bit shared load. A row is BK / 2 + 4 words (halves) or
+// BK + 4 floats: 20 (or 36) words, and 20 g mod 32 (36 g mod 32) takes 8
+// distinct multiples of 4 for g = 0..7, so the 32 lanes' loads (word 20 g + t),
+// and ldmatrix's 8 rows of 16 bytes, hit distinct banks.
 #include "tessel/codegen/cuda/mma_gemm.h"
 
 #include <algorithm>
@@ -291,9 +293,25 @@ TS_D unsigned ts_pack_bf16(float lo, float hi) {
 TS_D unsigned ts_pack_f16(float lo, float hi) {
   return (unsigned)ts_f2h(lo) | ((unsigned)ts_f2h(hi) << 16);
 }
-// Eight halves, for 16-byte loads and stores; two halves' bits as one word.
+// ldmatrix: lane l gives row l % 8 of matrix l / 8 (x2: lanes 0-15).
+TS_D unsigned ts_smem_addr(const void* p) {
+  unsigned a;
+  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+  return a;
+}
+TS_D void ts_ldsm_x4(unsigned* d, const void* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3]) : "r"(ts_smem_addr(row)));
+}
+TS_D void ts_ldsm_x2(unsigned* d, const void* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];" : "=r"(d[0]), "=r"(d[1]) : "r"(ts_smem_addr(row)));
+}
+TS_D void ts_ldsm_x2_trans(unsigned* d, const void* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];"
+               : "=r"(d[0]), "=r"(d[1]) : "r"(ts_smem_addr(row)));
+}
+// Eight halves, for 16-byte loads and stores.
 struct __align__(16) ts_u4 { unsigned x, y, z, w; };
-TS_D unsigned ts_pack_h2(unsigned short lo, unsigned short hi) { return (unsigned)lo | ((unsigned)hi << 16); }
 )";
 }
 
@@ -546,29 +564,23 @@ class MmaWriter {
     out_.indent(1);
     line(str_cat("unsigned ts_fa[", mt_, "][4], ts_fb[", nt_, "][2];"));
     if (!halves_) line(str_cat("unsigned ts_fa2[", mt_, "][4], ts_fb2[", nt_, "][2];"));
-    loop_nest({{"ts_mt", mt_}}, [&] {
-      line(str_cat("const int ts_r0 = ts_wm * ", wm_, " + ts_mt * 16 + ts_g;"));
-      // Halves: reg0 (g, 2t), reg1 (g + 8, 2t), reg2 (g, 2t + 8), reg3 (g + 8, 2t + 8).
-      // tf32:   a0 (g, t),   a1 (g + 8, t),   a2 (g, t + 4),   a3 (g + 8, t + 4).
-      const char* at[4] = {"[ts_r0][ts_kk + ts_t]", "[ts_r0 + 8][ts_kk + ts_t]", "[ts_r0][ts_kk + ts_t + 4]",
-                           "[ts_r0 + 8][ts_kk + ts_t + 4]"};
-      for (int q = 0; q < 4; ++q) fragment("ts_fa", "ts_fa2", "ts_mt", q, str_cat("ts_As[ts_s]", at[q]));
-    });
-    loop_nest({{"ts_nt", nt_}}, [&] {
-      line(str_cat("const int ts_c0 = ts_wn * ", wn_, " + ts_nt * 8 + ts_g;"));
-      // Halves: reg0 (k 2t, col g), reg1 (k 2t + 8, col g); tf32: b0 (k t, g), b1 (k t + 4, g).
-      if (b_.how == OperandLoad::VectorRows) {
-        // [k][j] halves: word w of the fragment is k = 2w and 2w + 1.
-        for (int q = 0; q < 2; ++q) {
-          const std::string k2 = str_cat("2 * (ts_kk + ts_t", q ? " + 4" : "", ")");
-          line(str_cat("ts_fb[ts_nt][", q, "] = ts_pack_h2(ts_Bh[ts_s][", k2, "][ts_c0], ts_Bh[ts_s][", k2,
-                       " + 1][ts_c0]);"));
-        }
-        return;
-      }
-      const char* at[2] = {"[ts_c0][ts_kk + ts_t]", "[ts_c0][ts_kk + ts_t + 4]"};
-      for (int q = 0; q < 2; ++q) fragment("ts_fb", "ts_fb2", "ts_nt", q, str_cat("ts_Bs[ts_s]", at[q]));
-    });
+    if (halves_) {
+      half_fragments();
+    } else {
+      loop_nest({{"ts_mt", mt_}}, [&] {
+        line(str_cat("const int ts_r0 = ts_wm * ", wm_, " + ts_mt * 16 + ts_g;"));
+        // a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4).
+        const char* at[4] = {"[ts_r0][ts_kk + ts_t]", "[ts_r0 + 8][ts_kk + ts_t]", "[ts_r0][ts_kk + ts_t + 4]",
+                             "[ts_r0 + 8][ts_kk + ts_t + 4]"};
+        for (int q = 0; q < 4; ++q) fragment("ts_fa", "ts_fa2", "ts_mt", q, str_cat("ts_As[ts_s]", at[q]));
+      });
+      loop_nest({{"ts_nt", nt_}}, [&] {
+        line(str_cat("const int ts_c0 = ts_wn * ", wn_, " + ts_nt * 8 + ts_g;"));
+        // b0 (k t, col g), b1 (k t + 4, col g).
+        const char* at[2] = {"[ts_c0][ts_kk + ts_t]", "[ts_c0][ts_kk + ts_t + 4]"};
+        for (int q = 0; q < 2; ++q) fragment("ts_fb", "ts_fb2", "ts_nt", q, str_cat("ts_Bs[ts_s]", at[q]));
+      });
+    }
     loop_nest({{"ts_mt", mt_}, {"ts_nt", nt_}}, [&] {
       const std::string acc = "ts_acc[ts_mt][ts_nt]";
       switch (p_.precision) {
@@ -586,14 +598,35 @@ class MmaWriter {
     line("}");
   }
 
-  // Register q of a fragment from shared element `at`: the word itself
+  // Halves' fragments with ldmatrix (8x8 matrices of 16-bit values; lane l
+  // gives the address of row l % 8 of matrix l / 8 and receives, of matrix j,
+  // row l / 4, columns 2 (l % 4) and + 1, or with .trans the transpose).
+  //   A, 16 x 16 of [rows][k] words: matrices (rows 0-7, k 0-7), (8-15, 0-7),
+  //     (0-7, 8-15), (8-15, 8-15): registers a0..a3 (row g / g + 8, k 2t / 2t + 8).
+  //   B of [BN][BK] words: (cols 0-7, k 0-7), (0-7, 8-15): b0, b1.
+  //   B of [BK][BN + 8] halves (VectorRows): rows k 0-7 and 8-15, transposed.
+  // Rows are 16-byte aligned and 8 rows hit 8 distinct groups of 4 banks
+  // (row strides of 20, 36 or 68 words, 4 mod 32 or 20 mod 32).
+  void half_fragments() {
+    loop_nest({{"ts_mt", mt_}}, [&] {
+      line(str_cat("ts_ldsm_x4(ts_fa[ts_mt], &ts_As[ts_s][ts_wm * ", wm_,
+                   " + ts_mt * 16 + (ts_lane & 15)][ts_kk + (ts_lane >> 4) * 4]);"));
+    });
+    loop_nest({{"ts_nt", nt_}}, [&] {
+      if (b_.how == OperandLoad::VectorRows) {
+        line(str_cat("ts_ldsm_x2_trans(ts_fb[ts_nt], &ts_Bh[ts_s][2 * ts_kk + (ts_lane & 15)][ts_wn * ", wn_,
+                     " + ts_nt * 8]);"));
+      } else {
+        line(str_cat("ts_ldsm_x2(ts_fb[ts_nt], &ts_Bs[ts_s][ts_wn * ", wn_,
+                     " + ts_nt * 8 + (ts_lane & 7)][ts_kk + ((ts_lane >> 3) & 1) * 4]);"));
+      }
+    });
+  }
+
+  // Register q of an f32 fragment from shared element `at`: the word itself
   // (halves), or its tf32 big and small parts.
   void fragment(const char* big, const char* small, const char* tile, int q, const std::string& at) {
     const std::string b = str_cat(big, "[", tile, "][", q, "]");
-    if (halves_) {
-      line(str_cat(b, " = ", at, ";"));
-      return;
-    }
     line(str_cat("{ const float ts_x = ", at, "; ", b, " = ts_tf32(ts_x); ", small, "[", tile, "][", q,
                  "] = ts_tf32_small(ts_x, ", b, "); }"));
   }

@@ -13,7 +13,7 @@
 //     shared[0] <- registers; sync                 [0, M) x [0, K) / [0, K) x [0, N)
 //     for each K tile t:
 //       registers <- A, B tile t + 1             (global loads in flight during the mmas)
-//       mma.sync over shared[t % 2]              fragments: plain 32-bit shared loads
+//       mma.sync over shared[t % 2]              fragments: ldmatrix (halves), 32-bit loads (f32)
 //       shared[(t + 1) % 2] <- registers; sync
 //     epilogue(b, i, j, acc) for each accumulator with i < M, j < N
 //
@@ -59,7 +59,7 @@ struct MmaTiles {
 //               the [rows][BK] tile;
 //   VectorRows: the same along the rows (B stored [K, N], stride 1 in j, N a
 //               multiple of 8), into a [BK][BN + 8] tile; its fragments are
-//               built from two 16-bit shared loads each.
+//               loaded with ldmatrix .trans.
 // Parameters must be 16-byte aligned (the runtime's buffers are 64).
 enum class OperandLoad { Elements, VectorK, VectorRows };
 
