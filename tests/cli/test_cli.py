@@ -503,6 +503,9 @@ class CliTest(unittest.TestCase):
         for r in rows:
             self.assertIn("what", r)
             self.assertGreaterEqual(r["median_ms"], 0)
+            # Add at batch 4: a kernel moves its operands and result; no contraction flops.
+            self.assertGreater(r["bytes"], 0)
+            self.assertEqual(r["flops"], 0)
         self.assertEqual([r["median_ms"] for r in rows], sorted((r["median_ms"] for r in rows), reverse=True))
         self.assertLessEqual(sum(r["share"] for r in rows), 1.0 + 1e-9)
         code, _, err = self.tessel("bench", p, "--iters", 3, "--profile", 5, "--target", "reference")

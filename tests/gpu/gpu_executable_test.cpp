@@ -92,6 +92,13 @@ TEST(GpuExecutable, TimesCopiesAndReplays) {
   const std::vector<double> ms = c->exe->time_on_device(in, 2, 5);
   ASSERT_EQ(ms.size(), 5u);
   for (double v : ms) EXPECT_GT(v, 0);
+  // The per-step profile: every step of every run timed on the device.
+  const std::vector<RunProfile> prof = c->exe->profile_steps(in, 1, 3);
+  ASSERT_EQ(prof.size(), 3u);
+  for (const RunProfile& r : prof) {
+    ASSERT_EQ(r.step_seconds.size(), c->exe->steps().size());
+    for (double s : r.step_seconds) EXPECT_GT(s, 0);
+  }
   // Timing leaves the executable usable and its results right.
   expect_matches_interpreter(*m, *c->exe, in);
 }

@@ -6,6 +6,8 @@
 #include <optional>
 
 #include "tessel/driver/json.h"
+#include "tessel/interp/interpreter.h"
+#include "tessel/runtime/step_cost.h"
 #include "tessel/support/error.h"
 #include "tessel/tools/commands.h"
 #include "tessel/tools/prepared_model.h"
@@ -41,18 +43,20 @@ struct ProfileRow {
   size_t step;
   std::string what;
   double median_ms, share;
+  StepCost cost;  // bytes moved at least, contraction flops
 };
 
-// The `top` slowest steps: median time over the runs and its share of the
-// summed medians.
-std::vector<ProfileRow> profile_rows(const Executable& exe, const std::vector<RunProfile>& runs, int top) {
+// The `top` slowest steps: median time over the runs, its share of the
+// summed medians, and what the step moves and computes at these sizes.
+std::vector<ProfileRow> profile_rows(const std::vector<Step>& steps, const std::vector<RunProfile>& runs,
+                                     const std::map<std::string, int64_t>& bindings, int top) {
   std::vector<ProfileRow> rows;
   double total = 0;
-  for (size_t i = 0; i < exe.steps().size(); ++i) {
+  for (size_t i = 0; i < steps.size(); ++i) {
     std::vector<double> t;
     for (const RunProfile& r : runs) t.push_back(r.step_seconds[i] * 1e3);
     std::sort(t.begin(), t.end());
-    rows.push_back({i, step_label(exe.steps()[i]), quantile(t, 0.5), 0});
+    rows.push_back({i, step_label(steps[i]), quantile(t, 0.5), 0, step_cost(steps[i], bindings)});
     total += rows.back().median_ms;
   }
   std::sort(rows.begin(), rows.end(), [](const ProfileRow& x, const ProfileRow& y) { return x.median_ms > y.median_ms; });
@@ -90,7 +94,7 @@ int cmd_bench(const BenchArgs& a, const CommonArgs& c) {
   TS_CHECK(a.warmup >= 0, "--warmup must be >= 0, got ", a.warmup);
   // Checked before the model loads: bad options fail at once, with nothing else printed.
   TS_CHECK(a.profile >= 0, "--profile must be >= 0, got ", a.profile);
-  TS_CHECK(a.profile == 0 || o.target == Target::Cpu, "--profile needs the compiled target (--target cpu)");
+  TS_CHECK(a.profile == 0 || o.target != Target::Reference, "--profile needs a compiled target (--target cpu or cuda)");
   const PreparedModel p = prepare_model(a.model, a.inputs, o);
   using Clock = std::chrono::steady_clock;
   std::vector<double> ms;
@@ -101,6 +105,9 @@ int cmd_bench(const BenchArgs& a, const CommonArgs& c) {
     // replay, inputs resident); the host copies are measured apart.
     ms = p.gpu->exe->time_on_device(p.inputs, a.warmup, a.iters);
     copies = host_copies(*p.gpu->exe, p.inputs, a.iters);
+    // Per step: each launch on its own between events (slower than the
+    // graph replay above, which stays the headline figure).
+    if (a.profile > 0) profiles = p.gpu->exe->profile_steps(p.inputs, a.warmup, a.iters);
   } else {
     for (int i = 0; i < a.warmup; ++i) p.run();
     for (int i = 0; i < a.iters; ++i) {
@@ -109,7 +116,14 @@ int cmd_bench(const BenchArgs& a, const CommonArgs& c) {
       ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
     }
   }
-  const std::vector<ProfileRow> prof = a.profile > 0 ? profile_rows(*p.exe, profiles, a.profile) : std::vector<ProfileRow>{};
+  std::vector<ProfileRow> prof;
+  if (a.profile > 0) {
+    const Graph& g = p.graph();
+    std::map<std::string, int64_t> bindings;
+    for (size_t i = 0; i < p.inputs.size() && i < g.inputs.size(); ++i)
+      check_value_matches(p.inputs[i], g.inputs[i]->type, g.inputs[i]->name, &bindings);
+    prof = profile_rows(p.gpu ? p.gpu->exe->steps() : p.exe->steps(), profiles, bindings, a.profile);
+  }
   std::sort(ms.begin(), ms.end());
   const double median = quantile(ms, 0.5), p10 = quantile(ms, 0.1), p90 = quantile(ms, 0.9);
   const double compile_s = p.compile_ms / 1000, load_s = p.load_ms / 1000;
@@ -142,6 +156,8 @@ int cmd_bench(const BenchArgs& a, const CommonArgs& c) {
         row.set("what", r.what);
         row.set("median_ms", r.median_ms);
         row.set("share", r.share);
+        row.set("bytes", r.cost.bytes);
+        row.set("flops", r.cost.flops);
         rows.push(row);
       }
       j.set("profile", rows);
@@ -156,9 +172,18 @@ int cmd_bench(const BenchArgs& a, const CommonArgs& c) {
       std::cout << "  device time (CUDA events" << (p.gpu->exe->uses_graph() ? ", graph replay" : "")
                 << "); host copies: upload " << fixed(copies->upload_ms, 3) << " ms, download "
                 << fixed(copies->download_ms, 3) << " ms; end to end " << fixed(copies->end_to_end_ms, 3) << " ms\n";
-    for (const ProfileRow& r : prof)
+    if (!prof.empty()) std::cout << "  slowest steps (median; GB/s over the bytes each step must move; TFLOP/s of its contractions):\n";
+    for (const ProfileRow& r : prof) {
+      const double s = r.median_ms / 1e3;
       std::cout << "  " << fixed(r.median_ms, 3) << " ms  " << fixed(100 * r.share, 1) << "%  step " << r.step << "  "
-                << r.what << "\n";
+                << r.what << "  " << fixed(r.cost.bytes / 1e6, 2) << " MB";
+      if (s > 0) std::cout << " " << fixed(r.cost.bytes / s / 1e9, 1) << " GB/s";
+      if (r.cost.flops > 0) {
+        std::cout << "  " << fixed(r.cost.flops / 1e9, 3) << " GFLOP";
+        if (s > 0) std::cout << " " << fixed(r.cost.flops / s / 1e12, 2) << " TFLOP/s";
+      }
+      std::cout << "\n";
+    }
   }
   return 0;
 }

@@ -122,7 +122,8 @@ int main(int argc, char** argv) {
       ->type_name("NAME=FILE");
   bench->add_option("--seed", bench_args.seed, "Seed of the random inputs (default 0)");
   bench->add_option("--profile", bench_args.profile,
-                    "Also time each step and list the N slowest (median over the timed runs; target cpu)")
+                    "Also time each step and list the N slowest, with the bytes each moves and its contraction "
+                    "FLOPs (median over the timed runs; target cpu, or cuda: each launch between CUDA events)")
       ->type_name("N");
   add_common(bench, &common);
 

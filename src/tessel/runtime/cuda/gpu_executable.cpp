@@ -1,5 +1,6 @@
 #include "tessel/runtime/cuda/gpu_executable.h"
 
+#include <algorithm>
 #include <climits>
 #include <set>
 
@@ -212,15 +213,17 @@ void GpuExecutable::launch_all(const Instance& in) const {
     return;
   }
   stream_->fill_bytes(in.errors->ptr(), 0, in.errors->bytes());
-  for (size_t i = 0; i < steps_.size(); ++i) {
-    if (steps_[i].interp) {
-      run_interp(in, *steps_[i].interp);
-      continue;
-    }
-    const Instance::Launch& l = in.launches[i];
-    if (l.empty) continue;
-    cuda::launch(launches_[i].function, l.grid, l.block, const_cast<void**>(l.argv.data()), *stream_);
+  for (size_t i = 0; i < steps_.size(); ++i) launch_step(in, i);
+}
+
+void GpuExecutable::launch_step(const Instance& in, size_t i) const {
+  if (steps_[i].interp) {
+    run_interp(in, *steps_[i].interp);
+    return;
   }
+  const Instance::Launch& l = in.launches[i];
+  if (l.empty) return;
+  cuda::launch(launches_[i].function, l.grid, l.block, const_cast<void**>(l.argv.data()), *stream_);
 }
 
 void GpuExecutable::run_interp(const Instance& in, const Node& n) const {
@@ -325,6 +328,28 @@ std::vector<double> GpuExecutable::time_on_device(const std::vector<RtValue>& in
   stream_->synchronize();
   check_errors(in);
   return ms;
+}
+
+std::vector<RunProfile> GpuExecutable::profile_steps(const std::vector<RtValue>& inputs, int warmup,
+                                                     int iterations) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const Instance& in = instance(bind_inputs(inputs));
+  upload_inputs(in, inputs);
+  for (int i = 0; i < warmup; ++i) launch_all(in);
+  std::vector<cuda::Event> marks(steps_.size() + 1);
+  std::vector<RunProfile> runs(static_cast<size_t>(std::max(iterations, 0)));
+  for (RunProfile& r : runs) {
+    stream_->fill_bytes(in.errors->ptr(), 0, in.errors->bytes());
+    marks[0].record(*stream_);
+    for (size_t i = 0; i < steps_.size(); ++i) {
+      launch_step(in, i);
+      marks[i + 1].record(*stream_);
+    }
+    stream_->synchronize();
+    for (size_t i = 0; i < steps_.size(); ++i) r.step_seconds.push_back(cuda::Event::elapsed_ms(marks[i], marks[i + 1]) / 1e3);
+  }
+  check_errors(in);
+  return runs;
 }
 
 }  // namespace tessel

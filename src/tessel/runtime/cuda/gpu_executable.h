@@ -32,6 +32,7 @@
 #include "tessel/codegen/cuda/driver_api.h"
 #include "tessel/ir/graph.h"
 #include "tessel/ops/registry.h"
+#include "tessel/runtime/executable.h"
 #include "tessel/runtime/step.h"
 
 namespace tessel {
@@ -72,6 +73,14 @@ class GpuExecutable {
   // runs' milliseconds. Checks the error words at the end.
   std::vector<double> time_on_device(const std::vector<RtValue>& inputs, int warmup, int iterations) const;
 
+  // For profiles: like time_on_device, but each step is launched on its own
+  // (no graph) between two CUDA events, so each run's step_seconds holds
+  // every step's device time (interpreter steps: their host round trip).
+  std::vector<RunProfile> profile_steps(const std::vector<RtValue>& inputs, int warmup, int iterations) const;
+
+  // The symbol values that `inputs`' shapes bind (checks them as run does).
+  std::map<std::string, int64_t> bindings(const std::vector<RtValue>& inputs) const { return bind_inputs(inputs); }
+
   const Model& model() const { return model_; }
   const std::vector<Step>& steps() const { return steps_; }
   std::vector<std::string> interpreter_ops() const;
@@ -87,6 +96,7 @@ class GpuExecutable {
   std::map<std::string, int64_t> bind_inputs(const std::vector<RtValue>& inputs) const;
   void upload_inputs(const Instance& in, const std::vector<RtValue>& inputs) const;
   void launch_all(const Instance& in) const;
+  void launch_step(const Instance& in, size_t i) const;
   void run_interp(const Instance& in, const Node& n) const;
   std::vector<RtValue> download_outputs(const Instance& in, const std::vector<RtValue>& inputs) const;
   void check_errors(const Instance& in) const;

@@ -1,0 +1,60 @@
+#include "tessel/runtime/step_cost.h"
+
+#include <optional>
+#include <set>
+#include <vector>
+
+namespace tessel {
+
+namespace {
+
+std::optional<std::vector<int64_t>> dims_of(const Value* v, const std::map<std::string, int64_t>& bindings) {
+  if (!v || !v->type.is_tensor() || !v->type.has_shape()) return std::nullopt;
+  std::vector<int64_t> dims;
+  for (const Dim& d : *v->type.shape) {
+    const std::optional<int64_t> n = d.eval(bindings);
+    if (!n) return std::nullopt;
+    dims.push_back(*n);
+  }
+  return dims;
+}
+
+double product(const std::vector<int64_t>& d, size_t from = 0) {
+  double p = 1;
+  for (size_t i = from; i < d.size(); ++i) p *= static_cast<double>(d[i]);
+  return p;
+}
+
+// 2 x outputs x the length of each output's dot product.
+double node_flops(const Node& n, const std::map<std::string, int64_t>& bindings) {
+  if (!n.domain.empty() || n.outputs.empty() || n.inputs.size() < 2) return 0;
+  const auto out = dims_of(n.outputs[0], bindings), a = dims_of(n.inputs[0], bindings),
+             w = dims_of(n.inputs[1], bindings);
+  if (!out || !a || !w || a->empty()) return 0;
+  if (n.op == "MatMul") return 2 * product(*out) * static_cast<double>(a->back());
+  if (n.op == "Gemm" && a->size() == 2)
+    return 2 * product(*out) * static_cast<double>(n.attr_int("transA", 0) ? (*a)[0] : (*a)[1]);
+  if (n.op == "Conv" && w->size() >= 2) return 2 * product(*out) * product(*w, 1);
+  return 0;
+}
+
+}  // namespace
+
+StepCost step_cost(const Step& s, const std::map<std::string, int64_t>& bindings) {
+  StepCost c;
+  std::set<const Value*> seen;  // a value read twice moves once
+  const auto add_bytes = [&](const Value* v) {
+    if (!seen.insert(v).second) return;
+    if (const auto d = dims_of(v, bindings)) c.bytes += static_cast<int64_t>(product(*d)) * dtype_storage_size(v->type.dtype);
+  };
+  for (const Value* v : step_reads(s)) add_bytes(v);
+  for (const Value* v : step_writes(s)) add_bytes(v);
+  if (s.kernel) {
+    for (const Node* n : s.kernel->nodes) c.flops += node_flops(*n, bindings);
+  } else if (s.interp) {
+    c.flops = node_flops(*s.interp, bindings);
+  }
+  return c;
+}
+
+}  // namespace tessel

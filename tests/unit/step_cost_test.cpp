@@ -1,0 +1,52 @@
+// step_cost (runtime/step_cost.h): the bytes and contraction flops that
+// `tessel bench --profile` divides each step's time by.
+#include "tessel/runtime/step_cost.h"
+
+#include <gtest/gtest.h>
+
+#include "tessel/ir/builder.h"
+#include "tessel/passes/pass_manager.h"
+
+namespace tessel {
+namespace {
+
+Step node_step(const Value* out) { return Step{nullptr, out->producer}; }
+
+TEST(StepCost, ContractionFlopsAndBytes) {
+  Model m;
+  GraphBuilder b(m);
+  Value* x = b.input("x", DType::F32, {Dim::sym("batch"), 4, 8});
+  Value* w = b.input("w", DType::F32, {8, 16});
+  Value* mm = b.op("MatMul", {x, w});
+  Value* a = b.input("a", DType::BF16, {8, 4});
+  Value* bb = b.input("b", DType::BF16, {8, 5});
+  Value* g = b.op("Gemm", {a, bb}, {{"transA", Attribute::of_int(1)}});
+  Value* img = b.input("img", DType::F32, {1, 3, 10, 10});
+  Value* k = b.input("k", DType::F32, {6, 3, 3, 3});
+  Value* conv = b.op("Conv", {img, k});
+  Value* sum = b.op("Add", {conv, conv});
+  for (Value* v : {mm, g, sum}) b.output(v);
+  infer_shapes(m, PassOptions{});
+
+  const std::map<std::string, int64_t> batch3 = {{"batch", 3}};
+  const StepCost c = step_cost(node_step(mm), batch3);
+  EXPECT_EQ(c.flops, 2.0 * 3 * 4 * 16 * 8);
+  EXPECT_EQ(c.bytes, (3 * 4 * 8 + 8 * 16 + 3 * 4 * 16) * 4);
+  // A size the bindings leave open counts nothing (the weights still do).
+  EXPECT_EQ(step_cost(node_step(mm), {}).flops, 0);
+  EXPECT_EQ(step_cost(node_step(mm), {}).bytes, 8 * 16 * 4);
+
+  // Gemm with A transposed: K is A's first dimension.
+  EXPECT_EQ(step_cost(node_step(g), {}).flops, 2.0 * 4 * 5 * 8);
+  EXPECT_EQ(step_cost(node_step(g), {}).bytes, (32 + 40) * 2 + 20 * 2);
+
+  // Conv: every output sums Cin/group x kernel products.
+  EXPECT_EQ(step_cost(node_step(conv), {}).flops, 2.0 * 6 * 8 * 8 * 27);
+
+  // Elementwise ops are bound by bytes: no flops counted.
+  EXPECT_EQ(step_cost(node_step(sum), {}).flops, 0);
+  EXPECT_EQ(step_cost(node_step(sum), {}).bytes, 2 * 384 * 4);  // a value read twice moves once, plus the write
+}
+
+}  // namespace
+}  // namespace tessel
