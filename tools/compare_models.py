@@ -62,6 +62,8 @@ def parse_args():
     p.add_argument("--cuda-compile-only", metavar="ARCH",
                    help="instead of running: compile every model's GPU kernels with NVRTC for ARCH (e.g. sm_90a) "
                         "at the inputs' shapes (tessel compile --target cuda; no GPU needed)")
+    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"],
+                   help="with --cuda-compile-only: the kernels of this precision (tessel --precision)")
     p.add_argument("--materialize-only", action="store_true",
                    help="only materialize the models into OUT (tests that read them use this as a fixture)")
     return p.parse_args()
@@ -209,7 +211,7 @@ def compile_cuda_kernels(args, res, model_path, feeds, work):
     """`tessel compile --target cuda` at the inputs' shapes: every kernel through NVRTC."""
     os.makedirs(work, exist_ok=True)
     cmd = [args.tessel, "compile", model_path, "--target", "cuda", "--cuda-arch", args.cuda_compile_only,
-           "-o", os.path.join(work, "kernels.cubin"), "--json"]
+           "--precision", args.precision, "-o", os.path.join(work, "kernels.cubin"), "--json"]
     for sym, n in symbol_bindings(model_path, feeds).items():
         cmd += ["--dim", f"{sym}={n}"]
     doc = run_tessel(args, cmd, res)
@@ -293,7 +295,8 @@ def main():
             print(f"materialized {stem} ({secs:.1f} s)", flush=True)
         return 0
     if args.cuda_compile_only:
-        print(f"compiling {len(skels)} models' GPU kernels for {args.cuda_compile_only} (batch {args.batch}, seq {args.seq})", flush=True)
+        print(f"compiling {len(skels)} models' GPU kernels for {args.cuda_compile_only} (batch {args.batch}, seq {args.seq}, "
+              f"{args.precision})", flush=True)
     else:
         print(f"comparing {len(skels)} models with ONNX Runtime (target {args.target}, batch {args.batch}, seq {args.seq})", flush=True)
     results = []

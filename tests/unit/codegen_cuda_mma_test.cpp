@@ -65,24 +65,31 @@ TEST(MmaPlan, PrecisionFromTheOperands) {
 }
 
 std::string tile_of(const GemmCase& c) {
-  const MmaTiles t = plan_of(c).tiles;
-  return str_cat(t.bm, "x", t.bn, "x", t.bk, "/", t.threads());
+  const MmaPlan p = plan_of(c);
+  const MmaTiles& t = p.tiles;
+  return str_cat(t.bm, "x", t.bn, "x", t.bk, "/", t.threads(), p.async_copy ? str_cat(" cp.async x", p.stages) : "");
 }
 
 // The largest tile that still fills about one block per multiprocessor;
-// rows no more than M needs; 64-wide K steps for long K when the tile fits
-// 48 KiB of shared memory twice over.
+// rows no more than M needs; 64-wide K steps for long K when the stages fit
+// (two in 48 KiB static, or three of the cp.async pipeline in 112 KiB). Both
+// operands plain aligned halves (the GemmCase layouts with sizes divisible
+// by 8): the cp.async pipeline, 4 stages for 32-wide K steps.
 TEST(MmaPlan, TilesFillTheMachine) {
-  EXPECT_EQ(tile_of({"p", DType::BF16, 1, 4096, 4096, 64}), "128x128x32/256");  // 1024 blocks
-  EXPECT_EQ(tile_of({"p", DType::BF16, 120, 100, 40, 64}), "128x128x32/256");   // 120 blocks
+  EXPECT_EQ(tile_of({"p", DType::BF16, 1, 4096, 4096, 64}), "128x128x32/256 cp.async x4");  // 1024 blocks
+  EXPECT_EQ(tile_of({"p", DType::BF16, 1, 4096, 4096, 4096}), "128x128x64/256 cp.async x3");
+  EXPECT_EQ(tile_of({"p", DType::BF16, 120, 100, 40, 64}), "128x128x32/256 cp.async x4");  // 120 blocks
   // BERT at batch 1: 128 x 768 x 768 is 6 blocks in 128 x 128 tiles.
-  EXPECT_EQ(tile_of({"p", DType::BF16, 1, 128, 768, 768}), "32x32x64/128");   // 96 blocks, the smallest
-  EXPECT_EQ(tile_of({"p", DType::BF16, 16, 128, 768, 768}), "64x128x32/256");  // 192 blocks
+  EXPECT_EQ(tile_of({"p", DType::BF16, 1, 128, 768, 768}), "32x32x64/128 cp.async x4");  // 96 blocks, the smallest
+  EXPECT_EQ(tile_of({"p", DType::BF16, 16, 128, 768, 768}), "64x128x64/256 cp.async x4");  // 192 blocks
+  EXPECT_EQ(tile_of({"p", DType::BF16, 60, 33, 65, 256, false, true}), "64x64x64/128 cp.async x4");
+  // Without the pipeline (N = 130: B is read per element), two static stages.
+  EXPECT_EQ(tile_of({"p", DType::BF16, 60, 50, 130, 40}), "64x128x32/256");
   EXPECT_EQ(tile_of({"p", DType::BF16, 60, 33, 65, 256}), "64x64x64/128");
   // GEMV-like M: 16 rows, four warps.
-  EXPECT_EQ(tile_of({"p", DType::BF16, 1, 1, 64, 64}), "16x32x32/128");
-  EXPECT_EQ(tile_of({"p", DType::BF16, 1, 1, 32000, 512}), "16x128x64/128");  // 250 blocks
-  EXPECT_EQ(tile_of({"p", DType::BF16, 1, 20, 64, 64}), "32x32x32/128");
+  EXPECT_EQ(tile_of({"p", DType::BF16, 1, 1, 64, 64}), "16x32x32/128 cp.async x4");
+  EXPECT_EQ(tile_of({"p", DType::BF16, 1, 1, 32000, 512}), "16x128x64/128 cp.async x4");  // 250 blocks
+  EXPECT_EQ(tile_of({"p", DType::BF16, 1, 20, 64, 64}), "32x32x32/128 cp.async x4");
   EXPECT_EQ(tile_of({"p", DType::F32, 1, 64, 64, 1024}), "32x32x16/128");  // 3xTF32 keeps 16-wide K steps
   // An unknown M takes the largest tile.
   GemmCase sym{"p", DType::F32, 1, 5, 64, 64};
@@ -90,7 +97,11 @@ TEST(MmaPlan, TilesFillTheMachine) {
   EXPECT_EQ(tile_of(sym), "128x128x16/256");
   for (DType t : {DType::F32, DType::BF16})
     for (int64_t m : {1, 20, 64, 1000, 100000})
-      for (int64_t k : {16, 300, 5000}) EXPECT_LE(plan_of({"p", t, 1, m, 256, k}).shared_bytes(), 48 * 1024);
+      for (int64_t n : {256, 250})
+        for (int64_t k : {16, 300, 5000}) {
+          const MmaPlan p = plan_of({"p", t, 1, m, n, k});
+          EXPECT_LE(p.shared_bytes(), p.async_copy ? 112 * 1024 : 48 * 1024);
+        }
 }
 
 // 16-byte loads where the operand is a plain bf16/f16 load whose vector
@@ -109,9 +120,17 @@ TEST(MmaPlan, VectorLoadsWhereAligned) {
   EXPECT_EQ(loads({"p", DType::BF16, 2, 150, 130, 70}), std::make_pair(L::Elements, L::Elements));  // K % 8
   EXPECT_EQ(loads({"p", DType::BF16, 1, 40, 24, 32, true, false}), std::make_pair(L::Elements, L::VectorRows));
   EXPECT_EQ(loads({"p", DType::F32, 1, 128, 128, 128}), std::make_pair(L::Elements, L::Elements));  // 3xTF32
-  const std::string code = emit_cuda_source({gemm_case_kernel({"v", DType::BF16, 1, 64, 64, 64})}).code;
-  EXPECT_NE(code.find("*(const ts_u4*)&b_a["), std::string::npos) << code;
-  EXPECT_NE(code.find("ts_ldsm_x2_trans(ts_fb[ts_nt], &ts_Bh[ts_s]"), std::string::npos);
+  // Both operands vectors: cp.async into dynamic shared memory, launched with it.
+  const CudaSource both = emit_cuda_source({gemm_case_kernel({"v", DType::BF16, 1, 64, 64, 64})});
+  EXPECT_NE(both.code.find("ts_cp16(&ts_As[ts_p][ts_row][ts_c * 4], &b_a["), std::string::npos) << both.code;
+  EXPECT_NE(both.code.find("ts_cp_wait<2>();"), std::string::npos);
+  EXPECT_NE(both.code.find("ts_ldsm_x2_trans(ts_fb[ts_nt], &ts_Bh[ts_s]"), std::string::npos);
+  EXPECT_EQ(both.kernels[0].launch.shared_bytes, plan_of({"v", DType::BF16, 1, 64, 64, 64}).shared_bytes());
+  // One vector operand: registers, static shared memory.
+  const CudaSource one = emit_cuda_source({gemm_case_kernel({"w", DType::BF16, 1, 64, 130, 64})});
+  EXPECT_NE(one.code.find("*(const ts_u4*)&b_a["), std::string::npos) << one.code;
+  EXPECT_EQ(one.code.find("ts_cp16(&"), std::string::npos);
+  EXPECT_EQ(one.kernels[0].launch.shared_bytes, 0u);
 }
 
 TEST(MmaPlan, LoadOrderFollowsTheInnermostIndex) {
@@ -294,6 +313,11 @@ std::string host_source(const CudaSource& src) {
   code = replace_once(code, "asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f));", "h = ts_emu::f2h(f);");
   code = replace_once(code, "asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h));", "f = ts_emu::h2f(h);");
   code = replace_once(code, detail::mma_prelude(), "\nTS_EMU_MMA_PRELUDE\n");
+  // Dynamic shared memory (the cp.async pipeline): a static buffer as large
+  // as the planner allows (112 KiB), shared by the fibers like __shared__.
+  for (size_t at; (at = code.find("extern __shared__")) != std::string::npos;)
+    code = replace_once(code, "extern __shared__ __align__(16) unsigned char ts_dsmem[];",
+                        "static __align__(16) unsigned char ts_dsmem[112 * 1024];");
   return "#include \"cuda_host_emulation.h\"\n" + code;
 }
 
@@ -376,6 +400,18 @@ TEST(MmaEmulation, Bf16LargeTiles) {
   expect_emulation_matches({"emu_t128", DType::BF16, 120, 100, 40, 40, false, false, true, DType::BF16, false});
   expect_emulation_matches({"emu_t64x128", DType::BF16, 60, 50, 130, 40, false, false, false, DType::F32, false});
   expect_emulation_matches({"emu_t64k64", DType::BF16, 60, 33, 65, 256, false, true, false, DType::F32, false});
+}
+
+// The cp.async pipeline past its stages: 7 K tiles (the last partial) through
+// 4 stages, so each stage is refilled; bf16 and f16, both B layouts.
+TEST(MmaEmulation, PipelineRefillsItsStages) {
+  const GemmCase bf{"emu_pipe_bf16", DType::BF16, 2, 40, 48, 200, false, false, true, DType::BF16, false};
+  const GemmCase hf{"emu_pipe_f16", DType::F16, 1, 70, 24, 200, false, true, false, DType::F32, false};
+  for (const GemmCase& c : {bf, hf}) {
+    EXPECT_TRUE(plan_of(c).async_copy) << c.name;
+    EXPECT_EQ(plan_of(c).stages, 4) << c.name;
+    expect_emulation_matches(c);
+  }
 }
 
 // Both operands transposed (the other load orders), f16, the 64-row tiles.

@@ -59,7 +59,7 @@ std::vector<GpuLaunch> step_launches(const CudaCompiledModel& c, const std::vect
                                      const cuda::Module* module) {
   std::map<std::string, GpuLaunch> by_entry;
   for (const cuda::KernelSource& k : c.source.kernels)
-    by_entry[k.kernel_name] = GpuLaunch{module->function(k.symbol), k.launch};
+    by_entry[k.kernel_name] = GpuLaunch{cuda::prepare_function(*module, k.symbol, k.launch.shared_bytes), k.launch};
   std::vector<GpuLaunch> out;
   for (const Step& s : steps) {
     if (!s.kernel) {

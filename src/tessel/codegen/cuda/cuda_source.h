@@ -39,6 +39,9 @@ namespace tessel::cuda {
 struct LaunchGeometry {
   std::array<loop::Expr, 3> grid{loop::Expr(1), loop::Expr(1), loop::Expr(1)};
   std::array<loop::Expr, 3> block{loop::Expr(1), loop::Expr(1), loop::Expr(1)};
+  // Dynamic shared memory per block (`extern __shared__`); over 48 KiB the
+  // loader must raise the function's limit (cuda::prepare_function).
+  unsigned shared_bytes = 0;
 };
 
 struct KernelSource {

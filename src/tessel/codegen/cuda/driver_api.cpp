@@ -396,6 +396,12 @@ void set_max_dynamic_shared(void* fn, unsigned bytes) {
   check(d, d.func_set_attribute(fn, kFuncMaxDynamicSharedBytes, static_cast<int>(bytes)), "cuFuncSetAttribute");
 }
 
+void* prepare_function(const Module& m, const std::string& symbol, unsigned dynamic_shared) {
+  void* fn = m.function(symbol);
+  if (dynamic_shared > 48 * 1024) set_max_dynamic_shared(fn, dynamic_shared);
+  return fn;
+}
+
 void launch(void* fn, Dim3 grid, Dim3 block, void** args, const Stream& s, unsigned shared_bytes) {
   const DriverApi& d = driver();
   const DeviceInfo& i = d.info;

@@ -130,6 +130,9 @@ class Module {
 
 // Lets `fn` use `bytes` of dynamic shared memory (needed above 48 KiB).
 void set_max_dynamic_shared(void* fn, unsigned bytes);
+// The function `symbol` of `m`, ready to launch with `dynamic_shared` bytes
+// (the limit raised when that is over the default 48 KiB).
+void* prepare_function(const Module& m, const std::string& symbol, unsigned dynamic_shared);
 
 // Launches `fn`; `args` points at each kernel argument's value, in order.
 // Checks the geometry against the device's limits first.

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "tessel/codegen/cuda/emitter.h"
+#include "tessel/loop/affine.h"
 #include "tessel/loop/scalar.h"
 #include "tessel/loop/simplify.h"
 #include "tessel/loop/visit.h"
@@ -118,19 +119,24 @@ std::vector<MmaTiles> tile_candidates(int64_t m, int bk) {
   return all;
 }
 
-// Two stages of A as [BM][BK] and B as [BN][BK], rows padded by 8 halves or
-// 4 floats, or B as [BK][BN + 8] halves (OperandLoad::VectorRows).
-int64_t shared_bytes_of(const MmaTiles& t, MmaPrecision p, OperandLoad b_load) {
+// One stage: A as [BM][BK] and B as [BN][BK], rows padded by 8 halves or 4
+// floats, or B as [BK][BN + 8] halves (OperandLoad::VectorRows).
+int64_t stage_bytes(const MmaTiles& t, MmaPrecision p, OperandLoad b_load) {
   const int64_t row_bytes = p == MmaPrecision::Tf32x3 ? (t.bk + 4) * 4 : (t.bk / 2 + 4) * 4;
   const int64_t b_bytes = b_load == OperandLoad::VectorRows ? int64_t{t.bk} * (t.bn + 8) * 2 : t.bn * row_bytes;
-  return 2 * (t.bm * row_bytes + b_bytes);
+  return t.bm * row_bytes + b_bytes;
 }
+
+// Dynamic shared memory the cp.async pipeline may take: half of the 227 KiB
+// an H100/H200 multiprocessor has, so two blocks can share one.
+constexpr int64_t kMaxPipelineShared = 112 * 1024;
 
 // The first candidate tile that still gives kMinBlocks blocks (the smallest
 // when none does; the largest when a size is unknown). Halves take 64-wide K
-// steps when K is long and the tile small enough for 48 KiB of shared memory:
-// half as many round trips to memory per output tile.
-MmaTiles tiles_for(int64_t batch, int64_t m, int64_t n, int64_t k, MmaPrecision p, OperandLoad b_load) {
+// steps when K is long and the stages fit (two in 48 KiB of static shared
+// memory, or the pipeline's in kMaxPipelineShared): half as many round trips
+// to memory per output tile.
+MmaTiles tiles_for(int64_t batch, int64_t m, int64_t n, int64_t k, MmaPrecision p, OperandLoad b_load, bool async) {
   const bool halves = p != MmaPrecision::Tf32x3;
   const std::vector<MmaTiles> all = tile_candidates(m, halves ? 32 : 16);
   MmaTiles t = all.front();
@@ -147,7 +153,8 @@ MmaTiles tiles_for(int64_t batch, int64_t m, int64_t n, int64_t k, MmaPrecision 
   if (halves && k >= 256) {
     MmaTiles wide = t;
     wide.bk = 64;
-    if (shared_bytes_of(wide, p, b_load) <= 48 * 1024) t = wide;
+    if (async ? 3 * stage_bytes(wide, p, b_load) <= kMaxPipelineShared : 2 * stage_bytes(wide, p, b_load) <= 48 * 1024)
+      t = wide;
   }
   return t;
 }
@@ -159,38 +166,10 @@ const loop::ExprNode* plain_load(const Expr& operand, DType t) {
   return x->kind == ExprKind::Load && x->buffer->dtype == t ? x.node.get() : nullptr;
 }
 
-// An integer expression as constant + sum of coefficient * variable, when it
-// is one (sums, differences and products with a constant of variables and
-// immediates); false otherwise.
-struct Affine {
-  int64_t constant = 0;
-  std::map<std::string, int64_t> coef;
-};
-
-bool affine_of(const Expr& e, Affine* out, int64_t scale = 1) {
-  switch (e->kind) {
-    case ExprKind::IntImm: out->constant += scale * e->int_value; return true;
-    case ExprKind::Var: out->coef[e->name] += scale; return true;
-    case ExprKind::Unary: return e->unary == loop::UnaryOp::Neg && affine_of(e->args[0], out, -scale);
-    case ExprKind::Binary: {
-      const Expr &a = e->args[0], &b = e->args[1];
-      switch (e->binary) {
-        case loop::BinaryOp::Add: return affine_of(a, out, scale) && affine_of(b, out, scale);
-        case loop::BinaryOp::Sub: return affine_of(a, out, scale) && affine_of(b, out, -scale);
-        case loop::BinaryOp::Mul:
-          if (b->kind == ExprKind::IntImm) return affine_of(a, out, scale * b->int_value);
-          if (a->kind == ExprKind::IntImm) return affine_of(b, out, scale * a->int_value);
-          return false;
-        default: return false;
-      }
-    }
-    default: return false;
-  }
-}
-
 // Whether 16-byte loads of 8 elements consecutive in `vec` read `load`
 // exactly, from element offsets that are multiples of 8 when vec is: its
-// flat index (row-major, constant shape) has stride 1 in vec, strides that
+// flat index (row-major, constant shape; affine, loop/affine.h, where
+// reshape/transpose views pair up) has stride 1 in vec, strides that
 // are multiples of 8 in `others` and a constant part that is one, and uses no
 // other variable; and vec's extent is a multiple of 8.
 bool vectorizable(const loop::ExprNode& load, const std::string& vec, const Expr& vec_extent,
@@ -207,18 +186,17 @@ bool vectorizable(const loop::ExprNode& load, const std::string& vec, const Expr
     flat = flat + load.args[d] * Expr(stride);
     stride *= dim;
   }
-  Affine f;
-  if (!affine_of(loop::simplify(flat), &f) || f.constant % 8 != 0) return false;
-  for (const auto& [v, c] : f.coef) {
-    if (c == 0) continue;
+  const std::optional<loop::Affine> f = loop::affine_form(loop::simplify(flat));
+  if (!f || f->constant % 8 != 0) return false;
+  for (const auto& [v, c] : f->coef) {
     if (v == vec ? c != 1 : std::find(others.begin(), others.end(), v) == others.end() || c % 8 != 0) return false;
   }
-  return f.coef.count(vec) && f.coef.at(vec) == 1;
+  return f->coef.count(vec) && f->coef.at(vec) == 1;
 }
 
 }  // namespace
 
-int64_t MmaPlan::shared_bytes() const { return shared_bytes_of(tiles, precision, b_load); }
+int64_t MmaPlan::shared_bytes() const { return stages * stage_bytes(tiles, precision, b_load); }
 
 MmaPlan plan_mma_gemm(const loop::StmtNode& s) {
   const loop::ContractView c = loop::contract_parts(s);
@@ -246,7 +224,12 @@ MmaPlan plan_mma_gemm(const loop::StmtNode& s) {
     int64_t v = -1;
     return loop::as_const_int(loop::simplify(e), &v) ? v : -1;
   };
-  p.tiles = tiles_for(known(c.batch_extent), known(c.m), known(c.n), known(c.k_extent), p.precision, p.b_load);
+  p.async_copy = p.a_load != OperandLoad::Elements && p.b_load != OperandLoad::Elements;
+  p.tiles = tiles_for(known(c.batch_extent), known(c.m), known(c.n), known(c.k_extent), p.precision, p.b_load,
+                      p.async_copy);
+  if (p.async_copy) {
+    for (p.stages = 4; p.stages > 2 && p.shared_bytes() > kMaxPipelineShared;) --p.stages;
+  }
   return p;
 }
 
@@ -312,6 +295,14 @@ TS_D void ts_ldsm_x2_trans(unsigned* d, const void* row) {
 }
 // Eight halves, for 16-byte loads and stores.
 struct __align__(16) ts_u4 { unsigned x, y, z, w; };
+// 16 bytes global -> shared without registers (zeros when !full; the source
+// must still be a valid address); completes by commit group.
+TS_D void ts_cp16(void* smem, const void* gmem, bool full) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(ts_smem_addr(smem)), "l"(gmem),
+               "r"(full ? 16 : 0) : "memory");
+}
+TS_D void ts_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N> TS_D void ts_cp_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
 )";
 }
 
@@ -361,21 +352,16 @@ class MmaWriter {
 
   void write() {
     ExprEmitter& ex = out_.expr();
-    const char* elem = halves_ ? "unsigned" : "float";
     line("{");
     out_.indent(1);
     line(str_cat("// ", mma_precision_name(p_.precision), " tensor-core GEMM: block tile ", t_.bm, "x", t_.bn, "x",
-                 t_.bk, ", ", t_.warps_m, "x", t_.warps_n, " warps"));
+                 t_.bk, ", ", t_.warps_m, "x", t_.warps_n, " warps",
+                 p_.async_copy ? str_cat(", ", p_.stages, "-stage cp.async pipeline") : ""));
     line(str_cat("const long long ts_B = ", ex.emit(c_.batch_extent), ", ts_M = ", ex.emit(c_.m),
                  ", ts_N = ", ex.emit(c_.n), ", ts_K = ", ex.emit(c_.k_extent), ";"));
     line(str_cat("const long long ts_tiles_m = (ts_M + ", t_.bm - 1, "ll) / ", t_.bm, "ll;"));
     line(str_cat("const long long ts_ktiles = (ts_K + ", t_.bk - 1, "ll) / ", t_.bk, "ll;"));
-    line(str_cat("__shared__ __align__(16) ", elem, " ts_As[2][", t_.bm, "][", row_units_, "];"));
-    if (b_.how == OperandLoad::VectorRows) {
-      line(str_cat("__shared__ __align__(16) unsigned short ts_Bh[2][", t_.bk, "][", t_.bn + 8, "];"));
-    } else {
-      line(str_cat("__shared__ __align__(16) ", elem, " ts_Bs[2][", t_.bn, "][", row_units_, "];"));
-    }
+    declare_shared();
     line("const int ts_tid = (int)threadIdx.x, ts_warp = ts_tid >> 5, ts_lane = ts_tid & 31;");
     line(str_cat("const int ts_wm = ts_warp / ", t_.warps_n, ", ts_wn = ts_warp % ", t_.warps_n,
                  ", ts_g = ts_lane >> 2, ts_t = ts_lane & 3;"));
@@ -387,6 +373,42 @@ class MmaWriter {
     line(str_cat("const long long ts_m0 = (ts_my % ts_tiles_m) * ", t_.bm, "ll;"));
     line(str_cat("float ts_acc[", mt_, "][", nt_, "][4];"));
     loop_nest({{"ts_mt", mt_}, {"ts_nt", nt_}, {"ts_r", 4}}, [&] { line("ts_acc[ts_mt][ts_nt][ts_r] = 0.0f;"); });
+    if (p_.async_copy) {
+      async_main_loop();
+    } else {
+      registers_main_loop();
+    }
+    epilogue_calls();
+    out_.indent(-1);
+    line("}");
+    out_.indent(-1);
+    line("}");
+  }
+
+ private:
+  // The shared tiles: two static stages, or `stages` in dynamic shared
+  // memory (A's stages, then B's) seen through pointers of the same shape.
+  void declare_shared() {
+    const char* elem = halves_ ? "unsigned" : "float";
+    const std::string b_dims = b_.how == OperandLoad::VectorRows ? str_cat("[", t_.bk, "][", t_.bn + 8, "]")
+                                                                 : str_cat("[", t_.bn, "][", row_units_, "]");
+    const char* b_elem = b_.how == OperandLoad::VectorRows ? "unsigned short" : elem;
+    const std::string a_dims = str_cat("[", t_.bm, "][", row_units_, "]");
+    if (!p_.async_copy) {
+      line(str_cat("__shared__ __align__(16) ", elem, " ts_As[2]", a_dims, ";"));
+      line(str_cat("__shared__ __align__(16) ", b_elem, " ", b_.smem, "[2]", b_dims, ";"));
+      return;
+    }
+    const int64_t a_bytes = int64_t{p_.stages} * t_.bm * row_units_ * 4;
+    line("extern __shared__ __align__(16) unsigned char ts_dsmem[];");
+    line(str_cat(elem, " (*ts_As)", a_dims, " = reinterpret_cast<", elem, " (*)", a_dims, ">(ts_dsmem);"));
+    line(str_cat(b_elem, " (*", b_.smem, ")", b_dims, " = reinterpret_cast<", b_elem, " (*)", b_dims, ">(ts_dsmem + ",
+                 a_bytes, ");"));
+  }
+
+  // Two stages filled through registers: the loads of tile t + 1 are in
+  // flight during tile t's mmas, then stored.
+  void registers_main_loop() {
     for (const Side* x : {&a_, &b_}) {
       line(x->how == OperandLoad::Elements ? str_cat("float ", x->reg, "[", x->units, "][", kpack_, "];")
                                            : str_cat("ts_u4 ", x->reg, "[", x->units, "];"));
@@ -418,14 +440,46 @@ class MmaWriter {
     line("__syncthreads();");
     out_.indent(-1);
     line("}");
-    epilogue_calls();
-    out_.indent(-1);
-    line("}");
-    out_.indent(-1);
-    line("}");
   }
 
- private:
+  // S stages filled by cp.async, S - 1 tiles ahead; one commit group per
+  // tile (empty past the last), so waiting until S - 2 groups are pending
+  // means tile t has landed. At step t the copy of tile t + S - 1 goes into
+  // the stage of tile t - 1, which every warp finished before the
+  // __syncthreads above it.
+  void async_main_loop() {
+    const int S = p_.stages;
+    line(str_cat("for (int ts_p = 0; ts_p < ", S - 1, "; ++ts_p) {"));
+    out_.indent(1);
+    line("if (ts_p < ts_ktiles) {");
+    out_.indent(1);
+    line(str_cat("const long long ts_k0 = (long long)ts_p * ", t_.bk, "ll;"));
+    copy_tiles("ts_p");
+    out_.indent(-1);
+    line("}");
+    line("ts_cp_commit();");
+    out_.indent(-1);
+    line("}");
+    line("for (long long ts_kt = 0; ts_kt < ts_ktiles; ++ts_kt) {");
+    out_.indent(1);
+    line(str_cat("ts_cp_wait<", S - 2, ">();"));
+    line("__syncthreads();");
+    line(str_cat("if (ts_kt + ", S - 1, " < ts_ktiles) {"));
+    out_.indent(1);
+    line(str_cat("const long long ts_k0 = (ts_kt + ", S - 1, ") * ", t_.bk, "ll;"));
+    copy_tiles(str_cat("(int)((ts_kt + ", S - 1, ") % ", S, ")"));
+    out_.indent(-1);
+    line("}");
+    line("ts_cp_commit();");
+    line(str_cat("const int ts_s = (int)(ts_kt % ", S, ");"));
+    compute();
+    out_.indent(-1);
+    line("}");
+    // The next (batch, M tile) refills the stages: every copy landed and every warp done.
+    line("ts_cp_wait<0>();");
+    line("__syncthreads();");
+  }
+
   void line(const std::string& s) { out_.line(s); }
 
   // Nested `#pragma unroll` loops over constant extents around body().
@@ -476,8 +530,8 @@ class MmaWriter {
     for (const Side* x : {&a_, &b_}) {
       switch (x->how) {
         case OperandLoad::Elements: load_elements(*x); break;
-        case OperandLoad::VectorK: load_vectors(*x, x->row_var, x->row0, x->extent, c_.k, "ts_k0", "ts_K"); break;
-        case OperandLoad::VectorRows: load_vectors(*x, c_.k, "ts_k0", "ts_K", x->row_var, x->row0, x->extent); break;
+        case OperandLoad::VectorK:
+        case OperandLoad::VectorRows: load_vectors(*x); break;
       }
     }
   }
@@ -511,21 +565,45 @@ class MmaWriter {
     line(str_cat("const int ts_row = ts_e / ", per_row, ", ts_c = ts_e % ", per_row, ";"));
   }
 
-  void load_vectors(const Side& x, const std::string& outer, const char* outer0, const char* outer_extent,
-                    const std::string& inner, const char* inner0, const char* inner_extent) {
+  // Each vector of the tile at ts_k0 into registers, or (`stage` given)
+  // straight into that shared stage with cp.async, zero-filled outside.
+  void load_vectors(const Side& x, const std::string& stage = "") {
+    const bool k_inner = x.how == OperandLoad::VectorK;
+    const std::string& outer = k_inner ? x.row_var : c_.k;
+    const std::string& inner = k_inner ? c_.k : x.row_var;
+    const char* outer0 = k_inner ? x.row0 : "ts_k0";
+    const char* outer_extent = k_inner ? x.extent : "ts_K";
+    const char* inner0 = k_inner ? "ts_k0" : x.row0;
+    const char* inner_extent = k_inner ? "ts_K" : x.extent;
     const loop::ExprNode& load = *x.value->node->args[0].node;
     loop_nest({{"ts_q", x.units}}, [&] {
       vector_position(x);
+      if (!stage.empty() && x.vectors % t_.threads() != 0) line(str_cat("if (ts_e < ", x.vectors, ") {"));
       line(str_cat("const long long ts_ro = ", outer0, " + ts_row, ts_rv = ", inner0, " + ts_c * 8;"));
       line(str_cat("const long long ", var_name(outer), " = ts_ro < ", outer_extent, " ? ts_ro : ", outer_extent,
                    " - 1;"));
       line(str_cat("const long long ", var_name(inner), " = ts_rv < ", inner_extent, " ? ts_rv : ", inner_extent,
                    " - 8;"));
-      line(str_cat("const ts_u4 ts_v = *(const ts_u4*)&", buffer_name(load.buffer->name), "[",
-                   out_.expr().flat_index(*load.buffer, load.args), "];"));
-      line(str_cat(x.reg, "[ts_q] = ts_ro < ", outer_extent, " && ts_rv < ", inner_extent,
-                   " ? ts_v : ts_u4{0u, 0u, 0u, 0u};"));
+      const std::string src = str_cat("&", buffer_name(load.buffer->name), "[",
+                                      out_.expr().flat_index(*load.buffer, load.args), "]");
+      const std::string in_range = str_cat("ts_ro < ", outer_extent, " && ts_rv < ", inner_extent);
+      if (stage.empty()) {
+        line(str_cat("const ts_u4 ts_v = *(const ts_u4*)", src, ";"));
+        line(str_cat(x.reg, "[ts_q] = ", in_range, " ? ts_v : ts_u4{0u, 0u, 0u, 0u};"));
+        return;
+      }
+      line(str_cat("ts_cp16(&", x.smem, "[", stage, "]", vector_slot(x), ", ", src, ", ", in_range, ");"));
+      if (x.vectors % t_.threads() != 0) line("}");
     });
+  }
+
+  // The shared address of this thread's vector in a stage.
+  static std::string vector_slot(const Side& x) {
+    return x.how == OperandLoad::VectorK ? "[ts_row][ts_c * 4]" : "[ts_row][ts_c * 8]";
+  }
+
+  void copy_tiles(const std::string& stage) {
+    for (const Side* x : {&a_, &b_}) load_vectors(*x, stage);
   }
 
   // Shared stage `stage` <- the registers (packed pairs of halves, floats,
@@ -535,8 +613,7 @@ class MmaWriter {
       if (x->how != OperandLoad::Elements) {
         loop_nest({{"ts_q", x->units}}, [&] {
           vector_position(*x);
-          const std::string at = x->how == OperandLoad::VectorK ? "[ts_row][ts_c * 4]" : "[ts_row][ts_c * 8]";
-          const std::string store = str_cat("*(ts_u4*)&", x->smem, "[", stage, "]", at, " = ", x->reg, "[ts_q];");
+          const std::string store = str_cat("*(ts_u4*)&", x->smem, "[", stage, "]", vector_slot(*x), " = ", x->reg, "[ts_q];");
           line(x->vectors % t_.threads() == 0 ? store : str_cat("if (ts_e < ", x->vectors, ") ", store));
         });
         continue;
@@ -676,6 +753,7 @@ LaunchGeometry emit_mma_gemm(const loop::StmtNode& s, const MmaPlan& plan, const
   g.grid[1] = loop::simplify(loop::min(loop::floordiv(c.m + Expr(t.bm - 1), Expr(t.bm)) * c.batch_extent,
                                        Expr(65535)));
   g.block[0] = Expr(t.threads());
+  if (plan.async_copy) g.shared_bytes = static_cast<unsigned>(plan.shared_bytes());
   return g;
 }
 

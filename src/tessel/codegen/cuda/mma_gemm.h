@@ -68,12 +68,17 @@ struct MmaPlan {
   MmaTiles tiles;
   OperandLoad a_load = OperandLoad::Elements;
   OperandLoad b_load = OperandLoad::Elements;
+  // Both operands vector loads: cp.async straight into `stages` shared
+  // stages (dynamic shared memory, up to 112 KiB), `stages` - 1 tiles in
+  // flight. Otherwise two static stages filled through registers.
+  bool async_copy = false;
+  int stages = 2;
   // Which index consecutive threads take when they fill a shared tile (so
   // that their global loads coalesce): k for A stored [M, K] (true) or i for
   // A stored [K, M]; k for B stored [N, K] (true) or j for B stored [K, N].
   bool a_k_contiguous = true;
   bool b_k_contiguous = false;
-  int64_t shared_bytes() const;  // static shared memory of the kernel
+  int64_t shared_bytes() const;  // shared memory of the kernel (dynamic when async_copy)
 };
 
 // The schedule of a Contract statement: precision from its operands, a

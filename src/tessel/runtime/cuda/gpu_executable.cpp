@@ -223,7 +223,8 @@ void GpuExecutable::launch_step(const Instance& in, size_t i) const {
   }
   const Instance::Launch& l = in.launches[i];
   if (l.empty) return;
-  cuda::launch(launches_[i].function, l.grid, l.block, const_cast<void**>(l.argv.data()), *stream_);
+  cuda::launch(launches_[i].function, l.grid, l.block, const_cast<void**>(l.argv.data()), *stream_,
+               launches_[i].geometry.shared_bytes);
 }
 
 void GpuExecutable::run_interp(const Instance& in, const Node& n) const {
