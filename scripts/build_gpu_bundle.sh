@@ -53,6 +53,11 @@ if [ -d "$shared_models" ]; then
 else
   echo "note: no ../shared/models: the bundle has no model skeletons" >&2
 fi
+# onnx2torch (pure Python) for check_precision.py --torch-reference there:
+# PyTorch's own bf16 error on the same weights. Optional: skipped offline.
+if ! python3 -m pip download -q --no-deps --only-binary=:all: -d "$bundle/wheels" onnx2torch==1.5.15 2>/dev/null; then
+  echo "note: could not download onnx2torch: the bf16 check there runs without the PyTorch reference" >&2
+fi
 ls -l "$bundle"
 echo "gpu-bundle: $((size / 1024)) KiB in all (limit $((limit / 1024)) KiB)"
 if [ "$size" -gt "$limit" ]; then

@@ -44,8 +44,16 @@ run_stage() {
       return "${PIPESTATUS[0]}"
       ;;
     bf16)
+      # PyTorch's own bf16 error on the same weights (onnx2torch, carried as a wheel).
+      local torch_ref=()
+      if ls gpu-bundle/wheels/*.whl >/dev/null 2>&1 &&
+        python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/tessel-site gpu-bundle/wheels/*.whl; then
+        export PYTHONPATH=/tmp/tessel-site${PYTHONPATH:+:$PYTHONPATH}
+        torch_ref=(--torch-reference)
+      fi
       python3 tools/check_precision.py --tessel $bin --models-dir gpu-bundle/models --out $models \
-        --target cuda --precision bf16 --json-out "$out/models_cuda_bf16.json" "$@" 2>&1 | tee "$out/models_cuda_bf16.log"
+        --target cuda --precision bf16 "${torch_ref[@]}" --json-out "$out/models_cuda_bf16.json" "$@" 2>&1 |
+        tee "$out/models_cuda_bf16.log"
       return "${PIPESTATUS[0]}"
       ;;
     bench)
