@@ -61,6 +61,9 @@ def parse_args():
     p.add_argument("--no-torch-compile", action="store_true", help="skip torch.compile (it takes minutes per model)")
     p.add_argument("--no-tessel", action="store_true")
     p.add_argument("--json-out", help="append one JSON object per configuration here")
+    p.add_argument("--profile", type=int, default=0, metavar="N",
+                   help="also list tessel's N slowest kernels per configuration (tessel bench --profile: each "
+                        "launch timed alone, with its bytes, FLOPs, GB/s and TFLOP/s)")
     return p.parse_args()
 
 
@@ -169,6 +172,8 @@ def bench_tessel(model_path, feeds, args, res, work):
     os.makedirs(work, exist_ok=True)
     cmd = [args.tessel, "bench", model_path, "--target", "cuda", "--precision", args.precision,
            "--warmup", str(args.warmup), "--iters", str(args.iters), "--json"]
+    if args.profile > 0:
+        cmd += ["--profile", str(args.profile)]
     for i, (name, a) in enumerate(feeds.items()):
         path = os.path.join(work, f"input_{i}.npy")
         np.save(path, a)
@@ -182,7 +187,7 @@ def bench_tessel(model_path, feeds, args, res, work):
         return
     doc = json.loads(p.stdout)
     res["tessel_ms"] = doc["median_ms"]
-    for k in ("upload_ms", "download_ms", "end_to_end_ms", "compile_s", "cuda_graph"):
+    for k in ("upload_ms", "download_ms", "end_to_end_ms", "compile_s", "cuda_graph", "profile"):
         if k in doc:
             res["tessel_" + k] = doc[k]
 
@@ -230,6 +235,16 @@ def main():
         for k in ("tessel_error", "torch_error"):
             if k in r:
                 print(f"  {k}: {r[k]}")
+    for r in results:
+        if r.get("tessel_profile"):
+            print(f"\n{r['model']} batch {r['batch']}: slowest tessel kernels (each launched alone)")
+            for row in r["tessel_profile"]:
+                s = row["median_ms"] / 1e3
+                line = f"  {row['median_ms']:8.3f} ms {100 * row['share']:5.1f}%  {row['what'][:60]:<60}"
+                line += f" {row['bytes'] / 1e6:8.2f} MB {row['bytes'] / s / 1e9:7.0f} GB/s" if s > 0 else ""
+                if row["flops"] > 0 and s > 0:
+                    line += f"  {row['flops'] / 1e9:8.2f} GFLOP {row['flops'] / s / 1e12:6.1f} TFLOP/s"
+                print(line)
     ratios = [r["tessel_over_compile"] for r in results if "tessel_over_compile" in r]
     if ratios:
         geo = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
