@@ -91,10 +91,10 @@ TEST(MmaPlan, TilesFillTheMachine) {
   EXPECT_EQ(tile_of({"p", DType::BF16, 1, 1, 32000, 512}), "16x128x64/128 cp.async x4");  // 250 blocks
   EXPECT_EQ(tile_of({"p", DType::BF16, 1, 20, 64, 64}), "32x32x32/128 cp.async x4");
   EXPECT_EQ(tile_of({"p", DType::F32, 1, 64, 64, 1024}), "32x32x16/128");  // 3xTF32 keeps 16-wide K steps
-  // An unknown M takes the largest tile.
+  // An unknown M takes the largest tile: 128 x 128 only with the pipeline.
   GemmCase sym{"p", DType::F32, 1, 5, 64, 64};
   sym.m_symbolic = true;
-  EXPECT_EQ(tile_of(sym), "128x128x16/256");
+  EXPECT_EQ(tile_of(sym), "64x128x16/256");
   for (DType t : {DType::F32, DType::BF16})
     for (int64_t m : {1, 20, 64, 1000, 100000})
       for (int64_t n : {256, 250})
@@ -151,7 +151,7 @@ TEST(MmaEmit, LaunchGeometryAndKernelShape) {
   const LaunchGeometry& g = src.kernels[0].launch;
   const std::map<std::string, int64_t> m300 = {{"m", 300}};
   EXPECT_EQ(loop::eval_index(g.grid[0], m300), 2);      // ceil(129 / 128)
-  EXPECT_EQ(loop::eval_index(g.grid[1], m300), 3 * 3);  // ceil(300 / 128) M tiles x 3 batch entries
+  EXPECT_EQ(loop::eval_index(g.grid[1], m300), 5 * 3);  // ceil(300 / 64) M tiles x 3 batch entries
   EXPECT_EQ(loop::eval_index(g.grid[2], m300), 1);
   EXPECT_EQ(loop::eval_index(g.block[0], m300), 256);
   // gridDim.y is at most 65535; the kernel loops over the rest.

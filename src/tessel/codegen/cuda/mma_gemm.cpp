@@ -100,9 +100,13 @@ MmaTiles make_tiles(int bm, int bn, int warps_m, int warps_n, int bk) {
 }
 
 // Block tiles, largest first, for M (-1: unknown): rows no more than M needs.
-std::vector<MmaTiles> tile_candidates(int64_t m, int bk) {
+// 128 x 128 only with the cp.async pipeline: filled through registers (an
+// operand read per element, with its index arithmetic) its 64 accumulators
+// a thread pushed ptxas to 255 registers and up to 288 bytes of spills
+// (ResNet-50's implicit-GEMM convolutions, sm_90a).
+std::vector<MmaTiles> tile_candidates(int64_t m, int bk, bool async) {
   std::vector<MmaTiles> all;
-  if (m < 0 || m > 64) all.push_back(make_tiles(128, 128, 2, 4, bk));  // warps 64 x 32
+  if (async && (m < 0 || m > 64)) all.push_back(make_tiles(128, 128, 2, 4, bk));  // warps 64 x 32
   if (m < 0 || m > 32) {
     all.push_back(make_tiles(64, 128, 2, 4, bk));  // warps 32 x 32
     all.push_back(make_tiles(64, 64, 2, 2, bk));   // 4 warps, 32 x 32
@@ -138,7 +142,7 @@ constexpr int64_t kMaxPipelineShared = 112 * 1024;
 // to memory per output tile.
 MmaTiles tiles_for(int64_t batch, int64_t m, int64_t n, int64_t k, MmaPrecision p, OperandLoad b_load, bool async) {
   const bool halves = p != MmaPrecision::Tf32x3;
-  const std::vector<MmaTiles> all = tile_candidates(m, halves ? 32 : 16);
+  const std::vector<MmaTiles> all = tile_candidates(m, halves ? 32 : 16, async);
   MmaTiles t = all.front();
   if (batch > 0 && m > 0 && n > 0) {
     t = all.back();
