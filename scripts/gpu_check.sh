@@ -3,7 +3,7 @@
 # which scripts/build_gpu_bundle.sh makes here first). Stages, each meant to
 # fit one 10-minute device call; logs and JSON go to $OUT (or ./gpu-check-out):
 #
-#   scripts/gpu_check.sh tests    # the bundle starts; GPU tests; compute-sanitizer memcheck on them
+#   scripts/gpu_check.sh tests    # the bundle starts; GPU tests; compute-sanitizer memcheck (all) and racecheck (GEMM, reductions)
 #   scripts/gpu_check.sh models   # the eight models, --target cuda, fp32 vs ONNX Runtime (batch 1)
 #   scripts/gpu_check.sh bf16     # the same at --precision bf16: relative L2 vs the fp32 reference
 #   scripts/gpu_check.sh bench -- --only resnet50:1   # bench/gpu_models.py (tessel vs torch)
@@ -36,6 +36,11 @@ run_stage() {
       status=$((status || PIPESTATUS[0]))
       compute-sanitizer --tool memcheck --error-exitcode 1 --report-api-errors no gpu-bundle/tessel_gpu_tests \
         --gtest_filter='*OutOfMemory*' 2>&1 | tee -a "$out/memcheck.log" | tail -5
+      status=$((status || PIPESTATUS[0]))
+      # Shared-memory hazards of the GEMM kernels (the cp.async stages, the
+      # double buffer) and of the row reductions.
+      compute-sanitizer --tool racecheck --error-exitcode 1 gpu-bundle/tessel_gpu_tests \
+        --gtest_filter='GpuMma.*:GpuKernels.RowReductions*' 2>&1 | tee "$out/racecheck.log" | tail -5
       return $((status || PIPESTATUS[0]))
       ;;
     models)
