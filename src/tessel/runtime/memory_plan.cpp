@@ -16,21 +16,6 @@ int64_t align_up(int64_t n) { return checked_add(n, kArenaAlignment - 1) / kAren
 
 bool live_together(const BufferRequest& a, const BufferRequest& b) { return a.first <= b.last && b.first <= a.last; }
 
-// Bytes of `v` under `bindings`, or nullopt when the bindings do not decide
-// them (a size an interpreter node binds during the run) or the type has no
-// flat storage.
-std::optional<int64_t> value_bytes(const Value* v, const std::map<std::string, int64_t>& bindings) {
-  if (!v->type.is_tensor() || !v->type.has_shape() || v->type.dtype == DType::String) return std::nullopt;
-  int64_t n = dtype_storage_size(v->type.dtype);
-  if (n <= 0) return std::nullopt;
-  for (const Dim& d : *v->type.shape) {
-    const std::optional<int64_t> e = d.eval(bindings);
-    if (!e || *e < 0) return std::nullopt;
-    n = checked_mul(n, *e);
-  }
-  return n;
-}
-
 // Live range and size of each value the arena may hold, in write order.
 struct Candidate {
   const Value* value;
@@ -89,6 +74,18 @@ std::optional<size_t> in_place_source(const KernelStep& k, const Candidate& out,
 }
 
 }  // namespace
+
+std::optional<int64_t> value_bytes(const Value* v, const std::map<std::string, int64_t>& bindings) {
+  if (!v->type.is_tensor() || !v->type.has_shape() || v->type.dtype == DType::String) return std::nullopt;
+  int64_t n = dtype_storage_size(v->type.dtype);
+  if (n <= 0) return std::nullopt;
+  for (const Dim& d : *v->type.shape) {
+    const std::optional<int64_t> e = d.eval(bindings);
+    if (!e || *e < 0) return std::nullopt;
+    n = checked_mul(n, *e);
+  }
+  return n;
+}
 
 ArenaLayout pack_buffers(const std::vector<BufferRequest>& requests) {
   ArenaLayout layout;

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,11 @@ struct MemoryPlan {
 };
 
 // Plans the arena for one binding of the symbols (those the inputs bind).
+// Bytes of `v` under `bindings`, or nullopt when the bindings do not decide
+// them (a size an interpreter node binds during the run) or the type has no
+// flat storage.
+std::optional<int64_t> value_bytes(const Value* v, const std::map<std::string, int64_t>& bindings);
+
 MemoryPlan plan_memory(const Graph& g, const std::vector<Step>& steps, const std::map<std::string, int64_t>& bindings);
 
 // The text of `tessel inspect --emit plan`.

@@ -1,5 +1,7 @@
 #include "tessel/runtime/step_cost.h"
 
+#include "tessel/runtime/memory_plan.h"
+
 #include <optional>
 #include <set>
 #include <vector>
@@ -44,8 +46,7 @@ StepCost step_cost(const Step& s, const std::map<std::string, int64_t>& bindings
   StepCost c;
   std::set<const Value*> seen;  // a value read twice moves once
   const auto add_bytes = [&](const Value* v) {
-    if (!seen.insert(v).second) return;
-    if (const auto d = dims_of(v, bindings)) c.bytes += static_cast<int64_t>(product(*d)) * dtype_storage_size(v->type.dtype);
+    if (seen.insert(v).second) c.bytes += value_bytes(v, bindings).value_or(0);
   };
   for (const Value* v : step_reads(s)) add_bytes(v);
   for (const Value* v : step_writes(s)) add_bytes(v);

@@ -123,12 +123,18 @@ std::vector<MmaTiles> tile_candidates(int64_t m, int bk, bool async) {
   return all;
 }
 
-// One stage: A as [BM][BK] and B as [BN][BK], rows padded by 8 halves or 4
-// floats, or B as [BK][BN + 8] halves (OperandLoad::VectorRows).
+// A row of a [rows][BK] shared tile: BK halves or floats, padded by 8 halves
+// or 4 floats.
+int64_t tile_row_bytes(const MmaTiles& t, MmaPrecision p) {
+  return p == MmaPrecision::Tf32x3 ? (t.bk + 4) * 4 : (t.bk / 2 + 4) * 4;
+}
+
+// One stage: A as [BM][BK] and B as [BN][BK], or B as [BK][BN + 8] halves
+// (OperandLoad::VectorRows).
 int64_t stage_bytes(const MmaTiles& t, MmaPrecision p, OperandLoad b_load) {
-  const int64_t row_bytes = p == MmaPrecision::Tf32x3 ? (t.bk + 4) * 4 : (t.bk / 2 + 4) * 4;
-  const int64_t b_bytes = b_load == OperandLoad::VectorRows ? int64_t{t.bk} * (t.bn + 8) * 2 : t.bn * row_bytes;
-  return t.bm * row_bytes + b_bytes;
+  const int64_t b_bytes =
+      b_load == OperandLoad::VectorRows ? int64_t{t.bk} * (t.bn + 8) * 2 : t.bn * tile_row_bytes(t, p);
+  return t.bm * tile_row_bytes(t, p) + b_bytes;
 }
 
 // Dynamic shared memory the cp.async pipeline may take: half of the 227 KiB
@@ -342,11 +348,10 @@ class MmaWriter {
     TS_CHECK(wm_ % 16 == 0 && wn_ % 8 == 0 && t_.bk % 16 == 0, "cuda mma: bad tiles");
     TS_CHECK(t_.bm * units_per_row_ % t_.threads() == 0 && t_.bn * units_per_row_ % t_.threads() == 0,
              "cuda mma: tiles do not divide among the threads");
-    a_units_ = t_.bm * units_per_row_ / t_.threads();
-    b_units_ = t_.bn * units_per_row_ / t_.threads();
-    a_ = Side{"ts_As", "ts_ra", p.a_load, t_.bm, p.a_k_contiguous, c_.i, "ts_m0", "ts_M", &c_.a, a_units_};
+    const int a_units = t_.bm * units_per_row_ / t_.threads(), b_units = t_.bn * units_per_row_ / t_.threads();
+    a_ = Side{"ts_As", "ts_ra", p.a_load, t_.bm, p.a_k_contiguous, c_.i, "ts_m0", "ts_M", &c_.a, a_units};
     b_ = Side{p.b_load == OperandLoad::VectorRows ? "ts_Bh" : "ts_Bs", "ts_rb", p.b_load, t_.bn, p.b_k_contiguous,
-              c_.j, "ts_n0", "ts_N", &c_.b, b_units_};
+              c_.j, "ts_n0", "ts_N", &c_.b, b_units};
     for (Side* x : {&a_, &b_}) {
       if (x->how == OperandLoad::Elements) continue;
       x->vectors = x->rows * t_.bk / 8;
@@ -403,7 +408,7 @@ class MmaWriter {
       line(str_cat("__shared__ __align__(16) ", b_elem, " ", b_.smem, "[2]", b_dims, ";"));
       return;
     }
-    const int64_t a_bytes = int64_t{p_.stages} * t_.bm * row_units_ * 4;
+    const int64_t a_bytes = p_.stages * t_.bm * tile_row_bytes(t_, p_.precision);
     line("extern __shared__ __align__(16) unsigned char ts_dsmem[];");
     line(str_cat(elem, " (*ts_As)", a_dims, " = reinterpret_cast<", elem, " (*)", a_dims, ">(ts_dsmem);"));
     line(str_cat(b_elem, " (*", b_.smem, ")", b_dims, " = reinterpret_cast<", b_elem, " (*)", b_dims, ">(ts_dsmem + ",
@@ -704,8 +709,8 @@ class MmaWriter {
     });
   }
 
-  // Register q of an f32 fragment from shared element `at`: the word itself
-  // (halves), or its tf32 big and small parts.
+  // Register q of an f32 fragment from shared element `at`: its tf32 big
+  // and small parts.
   void fragment(const char* big, const char* small, const char* tile, int q, const std::string& at) {
     const std::string b = str_cat(big, "[", tile, "][", q, "]");
     line(str_cat("{ const float ts_x = ", at, "; ", b, " = ts_tf32(ts_x); ", small, "[", tile, "][", q,
@@ -722,14 +727,12 @@ class MmaWriter {
     });
   }
 
-
-
   loop::ContractView c_;
   const MmaPlan& p_;
   const MmaTiles& t_;
   CodeSink& out_;
   bool halves_ = false;
-  int kpack_ = 1, units_per_row_ = 0, row_units_ = 0, wm_ = 0, wn_ = 0, mt_ = 0, nt_ = 0, a_units_ = 0, b_units_ = 0;
+  int kpack_ = 1, units_per_row_ = 0, row_units_ = 0, wm_ = 0, wn_ = 0, mt_ = 0, nt_ = 0;
   Side a_, b_;
 };
 

@@ -42,7 +42,8 @@ std::vector<int64_t> value_dims(const Value* v, const std::map<std::string, int6
   return dims;
 }
 
-int64_t value_bytes(const Value* v, const std::map<std::string, int64_t>& bindings) {
+// Bytes of `v`, which these bindings must decide (value_dims says so otherwise).
+int64_t bound_value_bytes(const Value* v, const std::map<std::string, int64_t>& bindings) {
   int64_t n = dtype_storage_size(v->type.dtype);
   for (int64_t d : value_dims(v, bindings)) n = checked_mul(n, d);
   return n;
@@ -140,7 +141,7 @@ GpuExecutable::Instance& GpuExecutable::instance(const std::map<std::string, int
       in->ptrs[v] = in->arena->ptr() + static_cast<uint64_t>(p->second);
       return;
     }
-    in->owned.push_back(std::make_unique<cuda::DeviceMemory>(static_cast<size_t>(value_bytes(v, bindings))));
+    in->owned.push_back(std::make_unique<cuda::DeviceMemory>(static_cast<size_t>(bound_value_bytes(v, bindings))));
     in->ptrs[v] = in->owned.back()->ptr();
   };
   for (const Value* v : g.inputs) place(v);
@@ -250,8 +251,8 @@ void GpuExecutable::run_interp(const Instance& in, const Node& n) const {
     TS_CHECK(b.size() == in.bindings.size(), n.describe(), ": output %", v->name,
              " has a data-dependent size, which --target cuda does not support yet");
     const Tensor& t = outs[o].tensor;
-    TS_CHECK(static_cast<int64_t>(t.nbytes()) == value_bytes(v, in.bindings), n.describe(), ": output %", v->name,
-             " has ", t.nbytes(), " bytes, the plan expects ", value_bytes(v, in.bindings));
+    TS_CHECK(static_cast<int64_t>(t.nbytes()) == bound_value_bytes(v, in.bindings), n.describe(), ": output %", v->name,
+             " has ", t.nbytes(), " bytes, the plan expects ", bound_value_bytes(v, in.bindings));
     stream_->copy_to_device(in.ptrs.at(v), t.raw(), t.nbytes());
   }
   // The host tensors die here: wait for the copies that read them.

@@ -78,9 +78,6 @@ class GpuExecutable {
   // every step's device time (interpreter steps: their host round trip).
   std::vector<RunProfile> profile_steps(const std::vector<RtValue>& inputs, int warmup, int iterations) const;
 
-  // The symbol values that `inputs`' shapes bind (checks them as run does).
-  std::map<std::string, int64_t> bindings(const std::vector<RtValue>& inputs) const { return bind_inputs(inputs); }
-
   const Model& model() const { return model_; }
   const std::vector<Step>& steps() const { return steps_; }
   std::vector<std::string> interpreter_ops() const;
