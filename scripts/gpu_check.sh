@@ -8,6 +8,10 @@
 #   scripts/gpu_check.sh bf16     # the same at --precision bf16: relative L2 vs the fp32 reference
 #   scripts/gpu_check.sh bench -- --only resnet50:1   # bench/gpu_models.py (tessel vs torch)
 #   scripts/gpu_check.sh models bf16                   # several stages in one call
+#   scripts/gpu_check.sh ncu -- bert_base.ts17:16:14 resnet50.ts17:32:0:'k(1|46)_'
+#                                 # Nsight Compute metrics (time, occupancy, tensor-pipe use,
+#                                 # warp stall reasons) of MODEL at batch B (bf16): the first
+#                                 # COUNT kernel launches (0: all) whose name matches REGEX
 #
 # Kernels are cached in $TESSEL_CACHE_DIR (default /tmp/tessel-cache), models
 # materialized into /tmp/tessel-models, so later stages of one warm machine
@@ -66,8 +70,36 @@ run_stage() {
         --json-out "$out/gpu_bench.jsonl" "$@" 2>&1 | tee -a "$out/gpu_bench.log"
       return "${PIPESTATUS[0]}"
       ;;
+    ncu)
+      local metrics=gpu__time_duration.sum,launch__grid_size,launch__block_size,launch__registers_per_thread
+      metrics+=,launch__shared_mem_per_block_dynamic,sm__warps_active.avg.pct_of_peak_sustained_active
+      metrics+=,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active
+      metrics+=,sm__throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed
+      metrics+=,smsp__inst_executed.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum
+      local r
+      for r in barrier long_scoreboard short_scoreboard mio_throttle math_pipe_throttle wait not_selected \
+        lg_throttle no_instruction dispatch_stall branch_resolving; do
+        metrics+=,smsp__average_warps_issue_stalled_${r}_per_issue_active.ratio
+      done
+      local spec st=0
+      for spec in "$@"; do
+        local model batch count regex
+        IFS=: read -r model batch count regex <<<"$spec"
+        python3 tools/compare_models.py --models-dir gpu-bundle/models --out $models --models "$model" \
+          --materialize-only >/dev/null || { st=1; continue; }
+        local sel=()
+        [ "${count:-0}" -gt 0 ] && sel+=(--launch-count "$count")
+        [ -n "${regex:-}" ] && sel+=(--kernel-name "regex:$regex")
+        local dims=(--dim "batch=${batch:-1}")
+        case "$model" in bert* | gpt2* | llama*) dims+=(--dim seq=128) ;; esac
+        ncu --csv --metrics "$metrics" "${sel[@]}" $bin bench "$models/$model.onnx" --target cuda --precision bf16 \
+          "${dims[@]}" --warmup 0 --iters 1 >"$out/ncu_${model}_b${batch}.csv" 2>"$out/ncu_${model}_b${batch}.err" || st=1
+        tail -3 "$out/ncu_${model}_b${batch}.err"
+      done
+      return $st
+      ;;
     *)
-      echo "usage: scripts/gpu_check.sh STAGE... [-- options for the last stage]; stages: tests models bf16 bench" >&2
+      echo "usage: scripts/gpu_check.sh STAGE... [-- options for the last stage]; stages: tests models bf16 bench ncu" >&2
       return 2
       ;;
   esac
