@@ -122,14 +122,16 @@ TEST(MmaPlan, VectorLoadsWhereAligned) {
   EXPECT_EQ(loads({"p", DType::F32, 1, 128, 128, 128}), std::make_pair(L::Elements, L::Elements));  // 3xTF32
   // Both operands vectors: cp.async into dynamic shared memory, launched with it.
   const CudaSource both = emit_cuda_source({gemm_case_kernel({"v", DType::BF16, 1, 64, 64, 64})});
-  EXPECT_NE(both.code.find("ts_cp16(&ts_As[ts_p][ts_row][ts_c * 4], &b_a["), std::string::npos) << both.code;
+  EXPECT_NE(both.code.find("ts_cp16_at(ts_dsmem, ts_so + 0u, ts_in ? ts_rap[0] + ts_ko : b_a, ts_in);"),
+            std::string::npos)
+      << both.code;
   EXPECT_NE(both.code.find("ts_cp_wait<2>();"), std::string::npos);
   EXPECT_NE(both.code.find("ts_ldsm_x2_trans(ts_fb[ts_nt], &ts_Bh[ts_s]"), std::string::npos);
   EXPECT_EQ(both.kernels[0].launch.shared_bytes, plan_of({"v", DType::BF16, 1, 64, 64, 64}).shared_bytes());
   // One vector operand: registers, static shared memory.
   const CudaSource one = emit_cuda_source({gemm_case_kernel({"w", DType::BF16, 1, 64, 130, 64})});
   EXPECT_NE(one.code.find("*(const ts_u4*)&b_a["), std::string::npos) << one.code;
-  EXPECT_EQ(one.code.find("ts_cp16(&"), std::string::npos);
+  EXPECT_EQ(one.code.find("ts_cp16_at(ts_dsmem"), std::string::npos);
   EXPECT_EQ(one.kernels[0].launch.shared_bytes, 0u);
 }
 

@@ -33,7 +33,7 @@
 #define __forceinline__ inline
 #define __shared__ static
 #define __align__(n) __attribute__((aligned(n)))
-#define __launch_bounds__(n)
+#define __launch_bounds__(...)
 
 struct ts_emu_dim3 {
   unsigned x = 1, y = 1, z = 1;
@@ -278,6 +278,9 @@ inline int atomicCAS(int* p, int expected, int desired) { return ts_emu::atomic_
   struct __align__(16) ts_u4 {                                                                          \
     unsigned x, y, z, w;                                                                                \
   };                                                                                                    \
+  struct __align__(8) ts_f2 {                                                                           \
+    float x, y;                                                                                         \
+  };                                                                                                    \
   inline void ts_ldsm_x4(unsigned* d, const void* row) { ts_emu::ldmatrix(4, false, d, row); }          \
   inline void ts_ldsm_x2(unsigned* d, const void* row) { ts_emu::ldmatrix(2, false, d, row); }          \
   inline void ts_ldsm_x2_trans(unsigned* d, const void* row) { ts_emu::ldmatrix(2, true, d, row); }    \
@@ -287,6 +290,9 @@ inline int atomicCAS(int* p, int expected, int desired) { return ts_emu::atomic_
     } else {                                                                                            \
       std::memset(smem, 0, 16);                                                                         \
     }                                                                                                   \
+  }                                                                                                     \
+  inline void ts_cp16_at(unsigned char* base, unsigned off, const void* gmem, bool full) {              \
+    ts_cp16(base + off, gmem, full);                                                                    \
   }                                                                                                     \
   inline void ts_cp_commit() {}                                                                         \
   template <int N>                                                                                      \

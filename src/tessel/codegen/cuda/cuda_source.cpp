@@ -161,7 +161,10 @@ class KernelWriter final : public CodeSink {
     TS_CHECK(contracts.size() <= 1, "cuda codegen: kernel ", k_.name, " holds more than one contract statement");
     if (!contracts.empty()) mma_ = plan_mma_gemm(*contracts[0]);
     std::string sig = "extern \"C\" __global__ void ";
-    if (mma_) sig += str_cat("__launch_bounds__(", mma_->tiles.threads(), ") ");
+    if (mma_) {
+      sig += str_cat("__launch_bounds__(", mma_->tiles.threads(),
+                     mma_->min_blocks > 1 ? str_cat(", ", mma_->min_blocks) : "", ") ");
+    }
     sig += info->symbol + "(";
     for (size_t i = 0; i < k_.params.size(); ++i) {
       const loop::Buffer& b = *k_.params[i];

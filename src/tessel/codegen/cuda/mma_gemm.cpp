@@ -176,27 +176,33 @@ const loop::ExprNode* plain_load(const Expr& operand, DType t) {
   return x->kind == ExprKind::Load && x->buffer->dtype == t ? x.node.get() : nullptr;
 }
 
-// Whether 16-byte loads of 8 elements consecutive in `vec` read `load`
-// exactly, from element offsets that are multiples of 8 when vec is: its
-// flat index (row-major, constant shape; affine, loop/affine.h, where
-// reshape/transpose views pair up) has stride 1 in vec, strides that
-// are multiples of 8 in `others` and a constant part that is one, and uses no
-// other variable; and vec's extent is a multiple of 8.
-bool vectorizable(const loop::ExprNode& load, const std::string& vec, const Expr& vec_extent,
-                  const std::vector<std::string>& others) {
-  int64_t extent = 0;
-  if (!loop::as_const_int(loop::simplify(vec_extent), &extent) || extent % 8 != 0) return false;
+// The flat (row-major) element index of `load` as an affine form of the
+// loop variables (loop/affine.h, where reshape/transpose views pair up);
+// nullopt when the shape is not constant or the index not affine.
+std::optional<loop::Affine> flat_affine(const loop::ExprNode& load) {
   const std::vector<Expr>& shape = load.buffer->shape;
-  if (shape.size() != load.args.size()) return false;
+  if (shape.size() != load.args.size()) return std::nullopt;
   Expr flat(0);
   int64_t stride = 1;
   for (size_t d = shape.size(); d-- > 0;) {
     int64_t dim = 0;
-    if (!loop::as_const_int(loop::simplify(shape[d]), &dim)) return false;
+    if (!loop::as_const_int(loop::simplify(shape[d]), &dim)) return std::nullopt;
     flat = flat + load.args[d] * Expr(stride);
     stride *= dim;
   }
-  const std::optional<loop::Affine> f = loop::affine_form(loop::simplify(flat));
+  return loop::affine_form(loop::simplify(flat));
+}
+
+// Whether 16-byte loads of 8 elements consecutive in `vec` read `load`
+// exactly, from element offsets that are multiples of 8 when vec is: its
+// flat index is affine with stride 1 in vec, strides that are multiples of 8
+// in `others` and a constant part that is one, and uses no other variable;
+// and vec's extent is a multiple of 8.
+bool vectorizable(const loop::ExprNode& load, const std::string& vec, const Expr& vec_extent,
+                  const std::vector<std::string>& others) {
+  int64_t extent = 0;
+  if (!loop::as_const_int(loop::simplify(vec_extent), &extent) || extent % 8 != 0) return false;
+  const std::optional<loop::Affine> f = flat_affine(load);
   if (!f || f->constant % 8 != 0) return false;
   for (const auto& [v, c] : f->coef) {
     if (v == vec ? c != 1 : std::find(others.begin(), others.end(), v) == others.end() || c % 8 != 0) return false;
@@ -206,7 +212,14 @@ bool vectorizable(const loop::ExprNode& load, const std::string& vec, const Expr
 
 }  // namespace
 
-int64_t MmaPlan::shared_bytes() const { return stages * stage_bytes(tiles, precision, b_load); }
+// The accumulator tile as floats, rows padded by 8 (float2 stores of a
+// warp's 8 rows at strides of 8 mod 32 words: distinct banks per half warp).
+static int64_t epilogue_tile_bytes(const MmaTiles& t) { return int64_t{t.bm} * (t.bn + 8) * 4; }
+
+int64_t MmaPlan::shared_bytes() const {
+  const int64_t pipeline = stages * stage_bytes(tiles, precision, b_load);
+  return async_copy ? std::max(pipeline, epilogue_tile_bytes(tiles)) : pipeline;
+}
 
 MmaPlan plan_mma_gemm(const loop::StmtNode& s) {
   const loop::ContractView c = loop::contract_parts(s);
@@ -239,6 +252,7 @@ MmaPlan plan_mma_gemm(const loop::StmtNode& s) {
                       p.async_copy);
   if (p.async_copy) {
     for (p.stages = 4; p.stages > 2 && p.shared_bytes() > kMaxPipelineShared;) --p.stages;
+    p.min_blocks = 2;
   }
   return p;
 }
@@ -305,10 +319,13 @@ TS_D void ts_ldsm_x2_trans(unsigned* d, const void* row) {
 }
 // Eight halves, for 16-byte loads and stores.
 struct __align__(16) ts_u4 { unsigned x, y, z, w; };
-// 16 bytes global -> shared without registers (zeros when !full; the source
-// must still be a valid address); completes by commit group.
-TS_D void ts_cp16(void* smem, const void* gmem, bool full) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(ts_smem_addr(smem)), "l"(gmem),
+// Two accumulators, for 8-byte shared stores.
+struct __align__(8) ts_f2 { float x, y; };
+// 16 bytes global -> byte `off` of the shared array `base`, without
+// registers (zeros when !full; the source must still be a valid address);
+// completes by commit group.
+TS_D void ts_cp16_at(unsigned char* base, unsigned off, const void* gmem, bool full) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(ts_smem_addr(base) + off), "l"(gmem),
                "r"(full ? 16 : 0) : "memory");
 }
 TS_D void ts_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
@@ -384,10 +401,11 @@ class MmaWriter {
     loop_nest({{"ts_mt", mt_}, {"ts_nt", nt_}, {"ts_r", 4}}, [&] { line("ts_acc[ts_mt][ts_nt][ts_r] = 0.0f;"); });
     if (p_.async_copy) {
       async_main_loop();
+      shared_epilogue();
     } else {
       registers_main_loop();
+      epilogue_calls();
     }
-    epilogue_calls();
     out_.indent(-1);
     line("}");
     out_.indent(-1);
@@ -455,9 +473,11 @@ class MmaWriter {
   // tile (empty past the last), so waiting until S - 2 groups are pending
   // means tile t has landed. At step t the copy of tile t + S - 1 goes into
   // the stage of tile t - 1, which every warp finished before the
-  // __syncthreads above it.
+  // __syncthreads above it. Stage numbers are int counters (a 64-bit `% S`
+  // per step is a dozen instructions).
   void async_main_loop() {
     const int S = p_.stages;
+    for (const Side* x : {&a_, &b_}) vector_sources(*x);
     line(str_cat("for (int ts_p = 0; ts_p < ", S - 1, "; ++ts_p) {"));
     out_.indent(1);
     line("if (ts_p < ts_ktiles) {");
@@ -469,6 +489,7 @@ class MmaWriter {
     line("ts_cp_commit();");
     out_.indent(-1);
     line("}");
+    line(str_cat("int ts_s = 0, ts_ws = ", S - 1, ";"));
     line("for (long long ts_kt = 0; ts_kt < ts_ktiles; ++ts_kt) {");
     out_.indent(1);
     line(str_cat("ts_cp_wait<", S - 2, ">();"));
@@ -476,15 +497,16 @@ class MmaWriter {
     line(str_cat("if (ts_kt + ", S - 1, " < ts_ktiles) {"));
     out_.indent(1);
     line(str_cat("const long long ts_k0 = (ts_kt + ", S - 1, ") * ", t_.bk, "ll;"));
-    copy_tiles(str_cat("(int)((ts_kt + ", S - 1, ") % ", S, ")"));
+    copy_tiles("ts_ws");
     out_.indent(-1);
     line("}");
     line("ts_cp_commit();");
-    line(str_cat("const int ts_s = (int)(ts_kt % ", S, ");"));
     compute();
+    line(str_cat("ts_s = ts_s == ", S - 1, " ? 0 : ts_s + 1;"));
+    line(str_cat("ts_ws = ts_ws == ", S - 1, " ? 0 : ts_ws + 1;"));
     out_.indent(-1);
     line("}");
-    // The next (batch, M tile) refills the stages: every copy landed and every warp done.
+    // The epilogue reuses the stages: every copy landed and every warp done.
     line("ts_cp_wait<0>();");
     line("__syncthreads();");
   }
@@ -574,9 +596,8 @@ class MmaWriter {
     line(str_cat("const int ts_row = ts_e / ", per_row, ", ts_c = ts_e % ", per_row, ";"));
   }
 
-  // Each vector of the tile at ts_k0 into registers, or (`stage` given)
-  // straight into that shared stage with cp.async, zero-filled outside.
-  void load_vectors(const Side& x, const std::string& stage = "") {
+  // Each vector of the tile at ts_k0 into registers, zero outside.
+  void load_vectors(const Side& x) {
     const bool k_inner = x.how == OperandLoad::VectorK;
     const std::string& outer = k_inner ? x.row_var : c_.k;
     const std::string& inner = k_inner ? c_.k : x.row_var;
@@ -587,7 +608,6 @@ class MmaWriter {
     const loop::ExprNode& load = *x.value->node->args[0].node;
     loop_nest({{"ts_q", x.units}}, [&] {
       vector_position(x);
-      if (!stage.empty() && x.vectors % t_.threads() != 0) line(str_cat("if (ts_e < ", x.vectors, ") {"));
       line(str_cat("const long long ts_ro = ", outer0, " + ts_row, ts_rv = ", inner0, " + ts_c * 8;"));
       line(str_cat("const long long ", var_name(outer), " = ts_ro < ", outer_extent, " ? ts_ro : ", outer_extent,
                    " - 1;"));
@@ -596,13 +616,8 @@ class MmaWriter {
       const std::string src = str_cat("&", buffer_name(load.buffer->name), "[",
                                       out_.expr().flat_index(*load.buffer, load.args), "]");
       const std::string in_range = str_cat("ts_ro < ", outer_extent, " && ts_rv < ", inner_extent);
-      if (stage.empty()) {
-        line(str_cat("const ts_u4 ts_v = *(const ts_u4*)", src, ";"));
-        line(str_cat(x.reg, "[ts_q] = ", in_range, " ? ts_v : ts_u4{0u, 0u, 0u, 0u};"));
-        return;
-      }
-      line(str_cat("ts_cp16(&", x.smem, "[", stage, "]", vector_slot(x), ", ", src, ", ", in_range, ");"));
-      if (x.vectors % t_.threads() != 0) line("}");
+      line(str_cat("const ts_u4 ts_v = *(const ts_u4*)", src, ";"));
+      line(str_cat(x.reg, "[ts_q] = ", in_range, " ? ts_v : ts_u4{0u, 0u, 0u, 0u};"));
     });
   }
 
@@ -611,8 +626,94 @@ class MmaWriter {
     return x.how == OperandLoad::VectorK ? "[ts_row][ts_c * 4]" : "[ts_row][ts_c * 8]";
   }
 
+  // The element offset a step of k moves a vector operand's flat index by
+  // (1 for VectorK; the row stride for VectorRows): vectorizable() checked
+  // that the index is affine.
+  int64_t k_stride(const Side& x) const {
+    const std::optional<loop::Affine> f = flat_affine(*x.value->node->args[0].node);
+    TS_CHECK(f.has_value(), "cuda mma: a vector operand's index is not affine");
+    const auto it = f->coef.find(c_.k);
+    return it == f->coef.end() ? 0 : it->second;
+  }
+
+  // A vector operand's shared tile as bytes: one stage, one of its rows,
+  // and where its stages start in the dynamic shared memory.
+  struct SharedLayout {
+    int64_t stage = 0, row = 0, start = 0;
+    int per_row = 0;  // vectors per tile row
+  };
+  SharedLayout shared_layout(const Side& x) const {
+    SharedLayout l;
+    if (x.how == OperandLoad::VectorRows) {
+      l.row = int64_t{t_.bn + 8} * 2;
+      l.stage = t_.bk * l.row;
+      l.per_row = x.rows / 8;
+    } else {
+      l.row = tile_row_bytes(t_, p_.precision);
+      l.stage = x.rows * l.row;
+      l.per_row = t_.bk / 8;
+    }
+    l.start = &x == &a_ ? 0 : p_.stages * t_.bm * tile_row_bytes(t_, p_.precision);
+    return l;
+  }
+
+  // Per (batch, M tile), before the K loop: each vector's source at K tile
+  // 0 (ts_<x>p[q]: the full index expression, once) and its place in a
+  // stage (ts_<x>s + q * step). Vector q of thread tid is vector tid + q *
+  // threads of the tile: row tid / per_row + q * threads / per_row, column
+  // tid % per_row. Rows are clamped into range and not zeroed: a row past
+  // M (or N) only feeds outputs the epilogue drops. So a K step only adds k0
+  // times the k stride to the pointers and tests k against K: no index
+  // arithmetic of a view (floordiv/floormod of the row) per K step.
+  void vector_sources(const Side& x) {
+    const bool k_inner = x.how == OperandLoad::VectorK;
+    const loop::ExprNode& load = *x.value->node->args[0].node;
+    const SharedLayout l = shared_layout(x);
+    TS_CHECK(t_.threads() % l.per_row == 0, "cuda mma: a tile row's vectors do not divide the threads");
+    const std::string p = str_cat(x.reg, "p");
+    line(str_cat("const ", detail::storage_type(load.buffer->dtype), "* ", p, "[", x.units, "];"));
+    line(str_cat("const unsigned ", x.reg, "s = ", l.start, "u + (unsigned)(ts_tid / ", l.per_row, ") * ", l.row,
+                 "u + (unsigned)(ts_tid % ", l.per_row, ") * 16u;"));
+    loop_nest({{"ts_q", x.units}}, [&] {
+      vector_position(x);
+      const std::string row0 = k_inner ? str_cat(x.row0, " + ts_row") : str_cat(x.row0, " + ts_c * 8");
+      line(str_cat("const long long ts_ro = ", row0, ";"));
+      line(str_cat("const long long ", var_name(x.row_var), " = ts_ro < ", x.extent, " ? ts_ro : ", x.extent,
+                   k_inner ? " - 1;" : " - 8;"));
+      line(str_cat("const long long ", var_name(c_.k), " = ", k_inner ? "ts_c * 8" : "ts_row", ";"));
+      line(str_cat(p, "[ts_q] = &", buffer_name(load.buffer->name), "[",
+                   out_.expr().flat_index(*load.buffer, load.args), "];"));
+    });
+  }
+
+  // The tile at ts_k0 into shared stage `stage` with cp.async, zero-filled
+  // at k >= K (the source is then the buffer's start: an address cp.async
+  // may be given without reading from it).
   void copy_tiles(const std::string& stage) {
-    for (const Side* x : {&a_, &b_}) load_vectors(*x, stage);
+    for (const Side* x : {&a_, &b_}) {
+      const bool k_inner = x->how == OperandLoad::VectorK;
+      const loop::ExprNode& load = *x->value->node->args[0].node;
+      const SharedLayout l = shared_layout(*x);
+      const int64_t rows_per_q = t_.threads() / l.per_row;
+      line("{");
+      out_.indent(1);
+      line(str_cat("const long long ts_ko = ts_k0 * ", k_stride(*x), "ll;"));
+      line(str_cat("const unsigned ts_so = ", x->reg, "s + (unsigned)(", stage, ") * ", l.stage, "u;"));
+      if (k_inner) line(str_cat("const bool ts_in = ts_k0 + (ts_tid % ", l.per_row, ") * 8 < ts_K;"));
+      for (int q = 0; q < x->units; ++q) {
+        const std::string in =
+            k_inner ? "ts_in" : str_cat("ts_k0 + ts_tid / ", l.per_row, " + ", q * rows_per_q, " < ts_K");
+        const std::string copy = str_cat("ts_cp16_at(ts_dsmem, ts_so + ", q * rows_per_q * l.row, "u, ", in, " ? ",
+                                         x->reg, "p[", q, "] + ts_ko : ", buffer_name(load.buffer->name), ", ",
+                                         in, ");");
+        // The last thread round may cover fewer vectors than threads.
+        const int64_t first = int64_t{q} * t_.threads();
+        line(first + t_.threads() <= x->vectors ? copy
+                                                 : str_cat("if (ts_tid < ", x->vectors - first, ") ", copy));
+      }
+      out_.indent(-1);
+      line("}");
+    }
   }
 
   // Shared stage `stage` <- the registers (packed pairs of halves, floats,
@@ -715,6 +816,32 @@ class MmaWriter {
     const std::string b = str_cat(big, "[", tile, "][", q, "]");
     line(str_cat("{ const float ts_x = ", at, "; ", b, " = ts_tf32(ts_x); ", small, "[", tile, "][", q,
                  "] = ts_tf32_small(ts_x, ", b, "); }"));
+  }
+
+  // The pipelined kernel's epilogue: the accumulators go to shared memory
+  // (the stages are free now), then the block walks its tile row by row,
+  // consecutive threads on consecutive columns. The epilogue is emitted once
+  // in a loop, not once per accumulator: unrolled 64 times, BERT's GELU
+  // made 16k instructions a warp that stalled on instruction fetch; and the
+  // stores of a warp are now 32 consecutive elements of a row.
+  void shared_epilogue() {
+    const int ld = t_.bn + 8;
+    line(str_cat("float (*ts_Cs)[", ld, "] = reinterpret_cast<float (*)[", ld, "]>(ts_dsmem);"));
+    loop_nest({{"ts_mt", mt_}, {"ts_nt", nt_}, {"ts_h", 2}}, [&] {
+      line(str_cat("*(ts_f2*)&ts_Cs[ts_wm * ", wm_, " + ts_mt * 16 + ts_g + ts_h * 8][ts_wn * ", wn_,
+                   " + ts_nt * 8 + ts_t * 2] = ts_f2{ts_acc[ts_mt][ts_nt][2 * ts_h], ts_acc[ts_mt][ts_nt][2 * ts_h + 1]};"));
+    });
+    line("__syncthreads();");
+    line("#pragma unroll 2");
+    line(str_cat("for (int ts_e = ts_tid; ts_e < ", t_.bm * t_.bn, "; ts_e += ", t_.threads(), ") {"));
+    out_.indent(1);
+    line(str_cat("const int ts_r = ts_e / ", t_.bn, ", ts_c = ts_e % ", t_.bn, ";"));
+    line("const long long ts_i = ts_m0 + ts_r, ts_j = ts_n0 + ts_c;");
+    line(str_cat("if (ts_i < ts_M && ts_j < ts_N) ts_epilogue(", var_name(c_.batch), ", ts_i, ts_j, ts_Cs[ts_r][ts_c]);"));
+    out_.indent(-1);
+    line("}");
+    // The next (batch, M tile) copies into the same memory.
+    line("__syncthreads();");
   }
 
   // Accumulator r of tile (mt, nt): row g + 8 (r / 2), column 2t + r % 2.

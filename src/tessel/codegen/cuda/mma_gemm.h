@@ -73,6 +73,11 @@ struct MmaPlan {
   // flight. Otherwise two static stages filled through registers.
   bool async_copy = false;
   int stages = 2;
+  // Blocks a multiprocessor should hold at once (__launch_bounds__'s
+  // second argument): 2 for the pipeline, whose shared memory leaves room
+  // for two, so that ptxas keeps to 128 registers a thread (at 256 threads
+  // it took 160-170, one block of 8 warps per multiprocessor).
+  int min_blocks = 1;
   // Which index consecutive threads take when they fill a shared tile (so
   // that their global loads coalesce): k for A stored [M, K] (true) or i for
   // A stored [K, M]; k for B stored [N, K] (true) or j for B stored [K, N].
