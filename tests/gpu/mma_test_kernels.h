@@ -32,6 +32,9 @@ struct GemmCase {
   bool bias_relu = false;
   DType out = DType::F32;
   bool m_symbolic = false;  // M is the sym "m" (else a constant, which picks the tile size)
+  // D > 0: A is stored [batch, K / D, M, D] and read as a[bb, k / D, i, k % D]
+  // (attention's heads joined into K: contiguous in runs of 8, not affine in k).
+  int64_t a_heads = 0;
 };
 
 inline std::string gemm_case_text(const GemmCase& c, bool abs_operands) {
@@ -42,12 +45,18 @@ inline std::string gemm_case_text(const GemmCase& c, bool abs_operands) {
     const std::string v = c.in == DType::F32 ? load : "cast<f32>(" + load + ")";
     return abs_operands ? "fabs(" + v + ")" : v;
   };
-  const std::string a = operand(c.a_trans ? "a[bb, k, i]" : "a[bb, i, k]");
+  const std::string D = std::to_string(c.a_heads);
+  const std::string a = operand(c.a_heads > 0 ? "a[bb, floordiv(k, " + D + "), i, floormod(k, " + D + ")]"
+                                : c.a_trans  ? "a[bb, k, i]"
+                                             : "a[bb, i, k]");
   const std::string b = operand(c.b_trans ? "b[bb, j, k]" : "b[bb, k, j]");
   std::string value = c.bias_relu && !abs_operands ? "max(acc + bias[j], 0.0f32)" : "acc";
   if (!abs_operands && c.out != DType::F32) value = "cast<" + ot + ">(" + value + ")";
-  return str_cat("kernel ", c.name, abs_operands ? "_abs" : "", "(in %a: ", t, "[", B, ", ",
-                 c.a_trans ? K + ", " + M : M + ", " + K, "], in %b: ", t, "[", B, ", ",
+  const std::string a_dims = c.a_heads > 0 ? str_cat(c.K / c.a_heads, ", ", M, ", ", D)
+                             : c.a_trans    ? K + ", " + M
+                                            : M + ", " + K;
+  return str_cat("kernel ", c.name, abs_operands ? "_abs" : "", "(in %a: ", t, "[", B, ", ", a_dims,
+                 "], in %b: ", t, "[", B, ", ",
                  c.b_trans ? N + ", " + K : K + ", " + N, "], in %bias: f32[", N, "], out %o: ", ot, "[", B, ", ", M,
                  ", ", N, "])", c.m_symbolic ? " syms(m)" : "", " {\n  contract bb in [0, ", B, "), i in [0, ", M,
                  "), j in [0, ", N, "), k in [0, ", K, "): acc = dot(", a, ", ", b, ") {\n    o[bb, i, j] = ", value,
@@ -165,6 +174,9 @@ inline std::vector<GemmCase> gemm_cases(DType in) {
       {p + "_64x64x64", in, 3, 64, 64, 64, true, true, false, DType::F32, false},
       {p + "_7x300x129", in, 3, 7, 300, 129, false, true, true, out, false},
       {p + "_300x129x300", in, 3, 300, 129, 300, false, false, false, DType::F32, true},
+      // Heads joined into K (the pipeline's per-step index path), N <= 64 (128 x 64 tiles).
+      {p + "_heads_200x96x256", in, 2, 200, 96, 256, false, false, true, out, false, 64},
+      {p + "_heads_300x64x96", in, 2, 300, 64, 96, false, false, false, DType::F32, false, 32},
   };
 }
 

@@ -78,7 +78,9 @@ std::string tile_of(const GemmCase& c) {
 TEST(MmaPlan, TilesFillTheMachine) {
   EXPECT_EQ(tile_of({"p", DType::BF16, 1, 4096, 4096, 64}), "128x128x32/256 cp.async x4");  // 1024 blocks
   EXPECT_EQ(tile_of({"p", DType::BF16, 1, 4096, 4096, 4096}), "128x128x64/256 cp.async x3");
-  EXPECT_EQ(tile_of({"p", DType::BF16, 120, 100, 40, 64}), "128x128x32/256 cp.async x4");  // 120 blocks
+  EXPECT_EQ(tile_of({"p", DType::BF16, 120, 100, 80, 64}), "128x128x32/256 cp.async x4");  // 120 blocks
+  // N <= 64 (attention's P V): no 128-wide tiles.
+  EXPECT_EQ(tile_of({"p", DType::BF16, 192, 128, 64, 128}), "128x64x32/128 cp.async x4");
   // BERT at batch 1: 128 x 768 x 768 is 6 blocks in 128 x 128 tiles.
   EXPECT_EQ(tile_of({"p", DType::BF16, 1, 128, 768, 768}), "32x32x64/128 cp.async x4");  // 96 blocks, the smallest
   EXPECT_EQ(tile_of({"p", DType::BF16, 16, 128, 768, 768}), "64x128x64/256 cp.async x4");  // 192 blocks
@@ -94,6 +96,8 @@ TEST(MmaPlan, TilesFillTheMachine) {
   // An unknown M takes the largest tile: 128 x 128 only with the pipeline.
   GemmCase sym{"p", DType::F32, 1, 5, 64, 64};
   sym.m_symbolic = true;
+  EXPECT_EQ(tile_of(sym), "64x64x16/128");  // N = 64
+  sym.N = 256;
   EXPECT_EQ(tile_of(sym), "64x128x16/256");
   for (DType t : {DType::F32, DType::BF16})
     for (int64_t m : {1, 20, 64, 1000, 100000})
@@ -414,6 +418,18 @@ TEST(MmaEmulation, PipelineRefillsItsStages) {
     EXPECT_EQ(plan_of(c).stages, 4) << c.name;
     expect_emulation_matches(c);
   }
+}
+
+// A with the heads joined into K (a[bb, k / 32, i, k % 32]: vector loads
+// whose index is not affine in k, so the pipeline evaluates it per K step),
+// and N <= 64 (128 x 64 tiles).
+TEST(MmaEmulation, HeadsJoinedIntoKAndNarrowN) {
+  const GemmCase c{"emu_heads", DType::BF16, 60, 130, 64, 96, false, false, true, DType::BF16, false, 32};
+  const MmaPlan p = plan_of(c);
+  EXPECT_EQ(p.a_load, OperandLoad::VectorK);
+  EXPECT_TRUE(p.async_copy);
+  EXPECT_EQ(p.tiles.bn, 64);
+  expect_emulation_matches(c);
 }
 
 // Both operands transposed (the other load orders), f16, the 64-row tiles.

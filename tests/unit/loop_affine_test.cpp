@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "tessel/loop/eval.h"
+#include "tessel/loop/printer.h"
 
 namespace tessel::loop {
 namespace {
@@ -42,6 +43,59 @@ TEST(Affine, WhatIsNotAffine) {
   EXPECT_FALSE(affine_form(floordiv(v("i"), Expr(32)) * Expr(31) + floormod(v("i"), Expr(32))));  // wrong ratio
   EXPECT_FALSE(affine_form(floordiv(v("i"), v("n")) * Expr(4) + floormod(v("i"), v("n"))));     // symbolic divisor
   EXPECT_FALSE(affine_form(floormod(v("i"), Expr(0))));
+}
+
+// Whether e really has the property contiguous_runs claims, by evaluation
+// over k in [0, 256) and the other variables in [-20, 20).
+bool runs_hold(const Expr& e, int64_t run) {
+  for (int64_t i = -20; i < 20; ++i) {
+    for (int64_t h = -3; h < 14; ++h) {
+      for (int64_t k0 = 0; k0 < 256; k0 += run) {
+        const int64_t base = eval_index(e, {{"i", i}, {"h", h}, {"k", k0}});
+        if (base % run != 0) return false;
+        for (int64_t d = 1; d < run; ++d)
+          if (eval_index(e, {{"i", i}, {"h", h}, {"k", k0 + d}}) != base + d) return false;
+      }
+    }
+  }
+  return true;
+}
+
+TEST(ContiguousRuns, ViewsThatKeepRunsOfEight) {
+  // Attention heads folded back into the hidden dimension (BERT's output
+  // projection): k = head * 64 + d, read from [B, heads, S, 64]: not affine in k.
+  const Expr flat_k = v("i") * Expr(768) + v("k");
+  const Expr heads = floordiv(floordiv(flat_k, Expr(64)), Expr(12)) * Expr(98304) +
+                     floormod(floordiv(flat_k, Expr(64)), Expr(12)) * Expr(8192) + v("i") * Expr(64) +
+                     floormod(flat_k, Expr(64));
+  // K^T of a [S, heads * 64] projection: ((s * 12 + h) * 64 + k) split by 768 then by 128.
+  const Expr x = (v("i") * Expr(12) + v("h")) * Expr(64) + v("k");
+  const Expr kt = floordiv(floordiv(x, Expr(768)), Expr(128)) * Expr(98304) +
+                  floormod(floordiv(x, Expr(768)), Expr(128)) * Expr(768) + floormod(x, Expr(768));
+  for (const Expr& e : {heads, kt, v("i") * Expr(8) + v("k"), v("k") + Expr(16) - v("h") * Expr(24),
+                        floormod(v("k"), Expr(64)) + floordiv(v("k"), Expr(64)) * Expr(1000)}) {
+    EXPECT_TRUE(contiguous_runs(e, "k", 8)) << print(e);
+    EXPECT_TRUE(runs_hold(e, 8)) << print(e);
+  }
+  EXPECT_FALSE(affine_form(heads));  // which is why affine_form alone missed these
+}
+
+TEST(ContiguousRuns, WhatBreaksARun) {
+  const std::vector<Expr> broken = {
+      v("k") * Expr(2),                          // stride 2
+      v("k") + Expr(3),                          // runs start off a multiple of 8
+      v("i") + v("k"),                           // so do they for odd i
+      floormod(v("k"), Expr(12)),                // a run crosses a multiple of 12
+      floordiv(v("k"), Expr(4)) * Expr(100) + floormod(v("k"), Expr(4)),
+      v("k") * v("i"),
+      -v("k"),
+  };
+  for (const Expr& e : broken) {
+    EXPECT_FALSE(contiguous_runs(e, "k", 8)) << print(e);
+    EXPECT_FALSE(runs_hold(e, 8)) << print(e);
+  }
+  // Runs of 4 survive a split by 12.
+  EXPECT_TRUE(contiguous_runs(floormod(v("k"), Expr(12)) + floordiv(v("k"), Expr(12)) * Expr(64), "k", 4));
 }
 
 }  // namespace

@@ -1,6 +1,9 @@
 #include "tessel/loop/affine.h"
 
+#include <numeric>
+
 #include "tessel/loop/printer.h"
+#include "tessel/loop/visit.h"
 
 namespace tessel::loop {
 
@@ -61,7 +64,90 @@ struct Collector {
   }
 };
 
+// A subexpression over var = run * w + d as A + c * d, A a multiple of m
+// (m = 0: A is 0) that does not depend on d.
+struct RunForm {
+  int64_t c = 0, m = 1;
+};
+
+bool mentions(const Expr& e, const std::string& var) {
+  bool found = false;
+  visit_expr(e, [&](const Expr& x) { found = found || (x->kind == ExprKind::Var && x->name == var); });
+  return found;
+}
+
+class RunAnalysis {
+ public:
+  RunAnalysis(const std::string& var, int64_t run) : var_(var), run_(run) {}
+
+  std::optional<RunForm> form(const Expr& e) const {
+    switch (e->kind) {
+      case ExprKind::IntImm: return RunForm{0, e->int_value < 0 ? -e->int_value : e->int_value};
+      case ExprKind::Var: return e->name == var_ ? RunForm{1, run_} : RunForm{0, 1};
+      case ExprKind::Unary:
+        if (e->unary == UnaryOp::Neg) {
+          const auto a = form(e->args[0]);
+          if (a) return RunForm{-a->c, a->m};
+        }
+        break;
+      case ExprKind::Binary: return binary(e);
+      default: break;
+    }
+    // Anything else is an integer that does not depend on d, or unknown.
+    return mentions(e, var_) ? std::nullopt : std::optional<RunForm>(RunForm{0, 1});
+  }
+
+ private:
+  std::optional<RunForm> binary(const Expr& e) const {
+    const Expr &a = e->args[0], &b = e->args[1];
+    const BinaryOp op = e->binary;
+    if (op == BinaryOp::FloorDiv || op == BinaryOp::FloorMod) {
+      if (b->kind != ExprKind::IntImm || b->int_value <= 0) return opaque(e);
+      return div_mod(op, a, b->int_value);
+    }
+    if (op != BinaryOp::Add && op != BinaryOp::Sub && op != BinaryOp::Mul) return opaque(e);
+    const auto x = form(a), y = form(b);
+    if (!x || !y) return std::nullopt;
+    if (op == BinaryOp::Mul) {
+      // A product keeps the form when one side is a constant q: q A + q c d.
+      if (x->c != 0 && y->c != 0) return std::nullopt;
+      if (x->c == 0 && y->c == 0) return RunForm{0, x->m * y->m};
+      const RunForm& f = x->c != 0 ? *x : *y;
+      const Expr& q = x->c != 0 ? b : a;
+      if (q->kind != ExprKind::IntImm) return std::nullopt;
+      const int64_t k = q->int_value;
+      return RunForm{f.c * k, f.m * (k < 0 ? -k : k)};
+    }
+    return RunForm{op == BinaryOp::Add ? x->c + y->c : x->c - y->c, std::gcd(x->m, y->m)};
+  }
+
+  // floor((A + c d) / D) = floor(A / D) and floormod(A + c d, D) =
+  // floormod(A, D) + c d when A mod D + c (run - 1) < D for every A, i.e.
+  // c (run - 1) < gcd(m, D) (A mod D is a multiple of that gcd).
+  std::optional<RunForm> div_mod(BinaryOp op, const Expr& a, int64_t d) const {
+    const auto x = form(a);
+    if (!x) return std::nullopt;
+    const int64_t g = std::gcd(x->m, d);
+    if (x->c != 0 && (x->c < 0 || x->c * (run_ - 1) >= g)) return std::nullopt;
+    if (op == BinaryOp::FloorMod) return RunForm{x->c, g};
+    return RunForm{0, x->m % d == 0 ? x->m / d : 1};
+  }
+
+  std::optional<RunForm> opaque(const Expr& e) const {
+    return mentions(e, var_) ? std::nullopt : std::optional<RunForm>(RunForm{0, 1});
+  }
+
+  const std::string& var_;
+  int64_t run_;
+};
+
 }  // namespace
+
+bool contiguous_runs(const Expr& e, const std::string& var, int64_t run) {
+  if (run < 1) return false;
+  const std::optional<RunForm> f = RunAnalysis(var, run).form(e);
+  return f && f->c == 1 && f->m % run == 0;
+}
 
 std::optional<Affine> affine_form(const Expr& e) {
   Collector c;

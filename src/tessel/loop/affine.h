@@ -26,4 +26,18 @@ struct Affine {
 // (products of variables, divisions that do not pair up, loads, ...).
 std::optional<Affine> affine_form(const Expr& e);
 
+// Whether the integer index `e` maps every run of `run` consecutive values
+// of `var` that starts at a multiple of `run` to `run` consecutive integers
+// that start at a multiple of `run`, whatever the other variables are:
+//   e(var = run * w + d) = e(var = run * w) + d  for 0 <= d < run, and
+//   run divides e(var = run * w).
+// Stronger than affinity in places that matter: a head split out of the
+// vectorised dimension (floordiv(k, 64) * 8192 + floormod(k, 64)) keeps runs
+// of 8 contiguous though e is not affine in k. Decided by tracking, for
+// each subexpression, the form A + c * d with A a multiple of a known m:
+// floordiv/floormod by a constant D keep the form when c * (run - 1) is
+// below gcd(m, D) (the run cannot cross a multiple of D). Conservative:
+// false when it cannot tell.
+bool contiguous_runs(const Expr& e, const std::string& var, int64_t run);
+
 }  // namespace tessel::loop

@@ -60,14 +60,16 @@ class Pipeline {
 }  // namespace
 
 std::vector<std::string> pipeline_pass_names() {
-  return {"bind_dims", "infer_shapes", "fold_constants", "dce", "cse", "infer_shapes", "lower_precision"};
+  return {"bind_dims", "infer_shapes", "fold_constants", "dce", "cse", "infer_shapes", "lower_precision",
+          "gemm_weight_layout"};
 }
 
 bool run_pipeline(Model& m, const PassOptions& o) {
   for (const std::string& d : o.disabled) {
     bool known = false;
     for (const std::string& p : pipeline_pass_names()) known = known || p == d;
-    TS_CHECK(known, "unknown pass '", d, "' (passes: bind_dims, infer_shapes, fold_constants, dce, cse, lower_precision)");
+    TS_CHECK(known, "unknown pass '", d,
+             "' (passes: bind_dims, infer_shapes, fold_constants, dce, cse, lower_precision, gemm_weight_layout)");
   }
   if (!o.print_after.empty() && o.print_after != "all") {
     bool known = false;
@@ -106,6 +108,8 @@ bool run_pipeline(Model& m, const PassOptions& o) {
   // reads and folds those of constants.
   if (o.precision != DType::F32 && p.step("lower_precision", [&] { return lower_precision(m, o.precision); }))
     fold_until_stable();
+  // Last: folding would undo it (a Transpose of a constant).
+  p.step("gemm_weight_layout", [&] { return relayout_gemm_weights(m); });
   return p.changed();
 }
 

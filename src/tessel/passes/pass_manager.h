@@ -32,7 +32,8 @@ struct PassOptions {
 bool run_pipeline(Model& m, const PassOptions& o);
 // Names of the pipeline's steps in order (as accepted by disabled/print_after;
 // infer_shapes appears twice, bind_dims runs only when dims are given and
-// lower_precision only when the precision is not f32).
+// lower_precision only when the precision is not f32; gemm_weight_layout is
+// last).
 std::vector<std::string> pipeline_pass_names();
 
 // ---- individual passes (one file each) -------------------------------------
@@ -40,6 +41,7 @@ bool infer_shapes(Model& m, const PassOptions& o);     // shape_inference.cpp
 bool fold_constants(Model& m, const PassOptions& o);   // constant_folding.cpp
 bool eliminate_dead_code(Model& m);                    // dce.cpp
 bool eliminate_common_subexpressions(Model& m);        // cse.cpp
+bool relayout_gemm_weights(Model& m);                  // gemm_weight_layout.cpp
 // Folds graph inputs that only steer shapes into constants of the given
 // values (bind_shape_inputs.cpp); run before the pipeline.
 bool bind_shape_inputs(Model& m, const std::map<std::string, Tensor>& values);

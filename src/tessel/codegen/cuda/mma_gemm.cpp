@@ -104,11 +104,14 @@ MmaTiles make_tiles(int bm, int bn, int warps_m, int warps_n, int bk) {
 // operand read per element, with its index arithmetic) its 64 accumulators
 // a thread pushed ptxas to 255 registers and up to 288 bytes of spills
 // (ResNet-50's implicit-GEMM convolutions, sm_90a).
-std::vector<MmaTiles> tile_candidates(int64_t m, int bk, bool async) {
+// Columns likewise: no 128-wide tile for N <= 64 (attention's P V at head
+// size 64 would leave half of each tile empty).
+std::vector<MmaTiles> tile_candidates(int64_t m, int64_t n, int bk, bool async) {
   std::vector<MmaTiles> all;
   if (async && (m < 0 || m > 64)) all.push_back(make_tiles(128, 128, 2, 4, bk));  // warps 64 x 32
   if (m < 0 || m > 32) {
-    all.push_back(make_tiles(64, 128, 2, 4, bk));  // warps 32 x 32
+    all.push_back(make_tiles(64, 128, 2, 4, bk));                           // warps 32 x 32
+    if (async && (m < 0 || m > 64)) all.push_back(make_tiles(128, 64, 2, 2, bk));  // 4 warps, 64 x 32
     all.push_back(make_tiles(64, 64, 2, 2, bk));   // 4 warps, 32 x 32
   }
   if (m < 0 || m > 16) {
@@ -120,6 +123,7 @@ std::vector<MmaTiles> tile_candidates(int64_t m, int bk, bool async) {
     all.push_back(make_tiles(16, 64, 1, 4, bk));   // 4 warps, 16 x 16
     all.push_back(make_tiles(16, 32, 1, 4, bk));   // 4 warps, 16 x 8
   }
+  if (n > 0 && n <= 64) std::erase_if(all, [](const MmaTiles& t) { return t.bn > 64; });
   return all;
 }
 
@@ -148,7 +152,7 @@ constexpr int64_t kMaxPipelineShared = 112 * 1024;
 // to memory per output tile.
 MmaTiles tiles_for(int64_t batch, int64_t m, int64_t n, int64_t k, MmaPrecision p, OperandLoad b_load, bool async) {
   const bool halves = p != MmaPrecision::Tf32x3;
-  const std::vector<MmaTiles> all = tile_candidates(m, halves ? 32 : 16, async);
+  const std::vector<MmaTiles> all = tile_candidates(m, n, halves ? 32 : 16, async);
   MmaTiles t = all.front();
   if (batch > 0 && m > 0 && n > 0) {
     t = all.back();
@@ -176,10 +180,9 @@ const loop::ExprNode* plain_load(const Expr& operand, DType t) {
   return x->kind == ExprKind::Load && x->buffer->dtype == t ? x.node.get() : nullptr;
 }
 
-// The flat (row-major) element index of `load` as an affine form of the
-// loop variables (loop/affine.h, where reshape/transpose views pair up);
-// nullopt when the shape is not constant or the index not affine.
-std::optional<loop::Affine> flat_affine(const loop::ExprNode& load) {
+// The flat (row-major) element index of `load`, simplified; nullopt when
+// the buffer's shape is not constant.
+std::optional<Expr> flat_index_of(const loop::ExprNode& load) {
   const std::vector<Expr>& shape = load.buffer->shape;
   if (shape.size() != load.args.size()) return std::nullopt;
   Expr flat(0);
@@ -190,24 +193,34 @@ std::optional<loop::Affine> flat_affine(const loop::ExprNode& load) {
     flat = flat + load.args[d] * Expr(stride);
     stride *= dim;
   }
-  return loop::affine_form(loop::simplify(flat));
+  return loop::simplify(flat);
+}
+
+// The flat index as an affine form of the loop variables (loop/affine.h,
+// where reshape/transpose views pair up); nullopt when it is not one.
+std::optional<loop::Affine> flat_affine(const loop::ExprNode& load) {
+  const std::optional<Expr> flat = flat_index_of(load);
+  return flat ? loop::affine_form(*flat) : std::nullopt;
 }
 
 // Whether 16-byte loads of 8 elements consecutive in `vec` read `load`
-// exactly, from element offsets that are multiples of 8 when vec is: its
-// flat index is affine with stride 1 in vec, strides that are multiples of 8
-// in `others` and a constant part that is one, and uses no other variable;
-// and vec's extent is a multiple of 8.
+// exactly: its flat index maps every 8 consecutive values of vec from a
+// multiple of 8 to 8 consecutive elements from a multiple of 8
+// (loop::contiguous_runs: views that split the heads out of vec qualify),
+// it uses no variable beyond vec and `others`, and vec's extent is a
+// multiple of 8.
 bool vectorizable(const loop::ExprNode& load, const std::string& vec, const Expr& vec_extent,
                   const std::vector<std::string>& others) {
   int64_t extent = 0;
   if (!loop::as_const_int(loop::simplify(vec_extent), &extent) || extent % 8 != 0) return false;
-  const std::optional<loop::Affine> f = flat_affine(load);
-  if (!f || f->constant % 8 != 0) return false;
-  for (const auto& [v, c] : f->coef) {
-    if (v == vec ? c != 1 : std::find(others.begin(), others.end(), v) == others.end() || c % 8 != 0) return false;
-  }
-  return f->coef.count(vec) && f->coef.at(vec) == 1;
+  const std::optional<Expr> flat = flat_index_of(load);
+  if (!flat || !loop::contiguous_runs(*flat, vec, 8)) return false;
+  bool known_vars = true;
+  loop::visit_expr(*flat, [&](const Expr& x) {
+    if (x->kind == ExprKind::Var && x->name != vec && std::find(others.begin(), others.end(), x->name) == others.end())
+      known_vars = false;
+  });
+  return known_vars;
 }
 
 }  // namespace
@@ -596,28 +609,35 @@ class MmaWriter {
     line(str_cat("const int ts_row = ts_e / ", per_row, ", ts_c = ts_e % ", per_row, ";"));
   }
 
-  // Each vector of the tile at ts_k0 into registers, zero outside.
-  void load_vectors(const Side& x) {
+  // The source of this thread's vector (ts_row, ts_c) of the tile at
+  // ts_k0, through the operand's full index expression at indices clamped
+  // into range (an address inside the buffer); sets ts_ro/ts_rv, the
+  // unclamped outer and inner indices. Returns the address expression.
+  std::string vector_source(const Side& x) {
     const bool k_inner = x.how == OperandLoad::VectorK;
     const std::string& outer = k_inner ? x.row_var : c_.k;
     const std::string& inner = k_inner ? c_.k : x.row_var;
-    const char* outer0 = k_inner ? x.row0 : "ts_k0";
     const char* outer_extent = k_inner ? x.extent : "ts_K";
-    const char* inner0 = k_inner ? "ts_k0" : x.row0;
     const char* inner_extent = k_inner ? "ts_K" : x.extent;
+    line(str_cat("const long long ts_ro = ", k_inner ? x.row0 : "ts_k0", " + ts_row, ts_rv = ",
+                 k_inner ? "ts_k0" : x.row0, " + ts_c * 8;"));
+    line(str_cat("const long long ", var_name(outer), " = ts_ro < ", outer_extent, " ? ts_ro : ", outer_extent,
+                 " - 1;"));
+    line(str_cat("const long long ", var_name(inner), " = ts_rv < ", inner_extent, " ? ts_rv : ", inner_extent,
+                 " - 8;"));
     const loop::ExprNode& load = *x.value->node->args[0].node;
+    return str_cat("&", buffer_name(load.buffer->name), "[", out_.expr().flat_index(*load.buffer, load.args), "]");
+  }
+
+  // Each vector of the tile at ts_k0 into registers, zero outside.
+  void load_vectors(const Side& x) {
+    const bool k_inner = x.how == OperandLoad::VectorK;
     loop_nest({{"ts_q", x.units}}, [&] {
       vector_position(x);
-      line(str_cat("const long long ts_ro = ", outer0, " + ts_row, ts_rv = ", inner0, " + ts_c * 8;"));
-      line(str_cat("const long long ", var_name(outer), " = ts_ro < ", outer_extent, " ? ts_ro : ", outer_extent,
-                   " - 1;"));
-      line(str_cat("const long long ", var_name(inner), " = ts_rv < ", inner_extent, " ? ts_rv : ", inner_extent,
-                   " - 8;"));
-      const std::string src = str_cat("&", buffer_name(load.buffer->name), "[",
-                                      out_.expr().flat_index(*load.buffer, load.args), "]");
-      const std::string in_range = str_cat("ts_ro < ", outer_extent, " && ts_rv < ", inner_extent);
+      const std::string src = vector_source(x);
       line(str_cat("const ts_u4 ts_v = *(const ts_u4*)", src, ";"));
-      line(str_cat(x.reg, "[ts_q] = ", in_range, " ? ts_v : ts_u4{0u, 0u, 0u, 0u};"));
+      line(str_cat(x.reg, "[ts_q] = ts_ro < ", k_inner ? x.extent : "ts_K", " && ts_rv < ",
+                   k_inner ? "ts_K" : x.extent, " ? ts_v : ts_u4{0u, 0u, 0u, 0u};"));
     });
   }
 
@@ -627,11 +647,12 @@ class MmaWriter {
   }
 
   // The element offset a step of k moves a vector operand's flat index by
-  // (1 for VectorK; the row stride for VectorRows): vectorizable() checked
-  // that the index is affine.
-  int64_t k_stride(const Side& x) const {
+  // (1 for VectorK; the row stride for VectorRows) when that index is
+  // affine; nullopt for views whose runs are contiguous but which jump
+  // between them (heads split out of k).
+  std::optional<int64_t> k_stride(const Side& x) const {
     const std::optional<loop::Affine> f = flat_affine(*x.value->node->args[0].node);
-    TS_CHECK(f.has_value(), "cuda mma: a vector operand's index is not affine");
+    if (!f) return std::nullopt;
     const auto it = f->coef.find(c_.k);
     return it == f->coef.end() ? 0 : it->second;
   }
@@ -671,9 +692,10 @@ class MmaWriter {
     const SharedLayout l = shared_layout(x);
     TS_CHECK(t_.threads() % l.per_row == 0, "cuda mma: a tile row's vectors do not divide the threads");
     const std::string p = str_cat(x.reg, "p");
-    line(str_cat("const ", detail::storage_type(load.buffer->dtype), "* ", p, "[", x.units, "];"));
     line(str_cat("const unsigned ", x.reg, "s = ", l.start, "u + (unsigned)(ts_tid / ", l.per_row, ") * ", l.row,
                  "u + (unsigned)(ts_tid % ", l.per_row, ") * 16u;"));
+    if (!k_stride(x)) return;  // copy_tiles evaluates the whole index per K step
+    line(str_cat("const ", detail::storage_type(load.buffer->dtype), "* ", p, "[", x.units, "];"));
     loop_nest({{"ts_q", x.units}}, [&] {
       vector_position(x);
       const std::string row0 = k_inner ? str_cat(x.row0, " + ts_row") : str_cat(x.row0, " + ts_c * 8");
@@ -697,19 +719,31 @@ class MmaWriter {
       const int64_t rows_per_q = t_.threads() / l.per_row;
       line("{");
       out_.indent(1);
-      line(str_cat("const long long ts_ko = ts_k0 * ", k_stride(*x), "ll;"));
+      const std::optional<int64_t> stride = k_stride(*x);
+      if (stride) line(str_cat("const long long ts_ko = ts_k0 * ", *stride, "ll;"));
       line(str_cat("const unsigned ts_so = ", x->reg, "s + (unsigned)(", stage, ") * ", l.stage, "u;"));
       if (k_inner) line(str_cat("const bool ts_in = ts_k0 + (ts_tid % ", l.per_row, ") * 8 < ts_K;"));
       for (int q = 0; q < x->units; ++q) {
         const std::string in =
             k_inner ? "ts_in" : str_cat("ts_k0 + ts_tid / ", l.per_row, " + ", q * rows_per_q, " < ts_K");
-        const std::string copy = str_cat("ts_cp16_at(ts_dsmem, ts_so + ", q * rows_per_q * l.row, "u, ", in, " ? ",
-                                         x->reg, "p[", q, "] + ts_ko : ", buffer_name(load.buffer->name), ", ",
-                                         in, ");");
+        const std::string dst = str_cat("ts_so + ", q * rows_per_q * l.row, "u");
         // The last thread round may cover fewer vectors than threads.
         const int64_t first = int64_t{q} * t_.threads();
-        line(first + t_.threads() <= x->vectors ? copy
-                                                 : str_cat("if (ts_tid < ", x->vectors - first, ") ", copy));
+        const std::string guard =
+            first + t_.threads() <= x->vectors ? "" : str_cat("if (ts_tid < ", x->vectors - first, ") ");
+        if (stride) {
+          line(str_cat(guard, "ts_cp16_at(ts_dsmem, ", dst, ", ", in, " ? ", x->reg, "p[", q, "] + ts_ko : ",
+                       buffer_name(load.buffer->name), ", ", in, ");"));
+          continue;
+        }
+        line(str_cat(guard, "{"));
+        out_.indent(1);
+        line(str_cat("const int ts_q = ", q, ";"));
+        vector_position(*x);
+        const std::string src = vector_source(*x);
+        line(str_cat("ts_cp16_at(ts_dsmem, ", dst, ", ", src, ", ", in, ");"));
+        out_.indent(-1);
+        line("}");
       }
       out_.indent(-1);
       line("}");
