@@ -111,6 +111,7 @@ void compile_model(Model& m, const std::map<std::string, int64_t>& dims, const D
   po.print_after = o.print_after;
   po.print_stream = o.print_stream;
   po.dims = dims;
+  po.gpu = o.target == Target::Cuda;
   switch (o.precision) {
     case Precision::FP32: po.precision = DType::F32; break;
     case Precision::BF16: po.precision = DType::BF16; break;

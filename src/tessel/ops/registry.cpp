@@ -121,6 +121,7 @@ const OpRegistry& OpRegistry::global() {
     register_scatter_lowerings(r);
     register_grid_lowerings(r);
     register_signal_lowerings(r);
+    register_im2col_op(r);
     return r;
   }();
   return reg;

@@ -26,6 +26,7 @@ struct PassOptions {
   int64_t fold_limit_elements = 1 << 20; // constant folding size cap
   bool print_full_constants = false;     // print_after: all constants in full (else >16 elements elided)
   DType precision = DType::F32;          // bf16/f16: lower_precision runs (--precision)
+  bool gpu = false;                      // the CUDA target: conv_im2col runs
 };
 
 // Runs the default pipeline. Returns true if anything changed.
@@ -42,6 +43,7 @@ bool fold_constants(Model& m, const PassOptions& o);   // constant_folding.cpp
 bool eliminate_dead_code(Model& m);                    // dce.cpp
 bool eliminate_common_subexpressions(Model& m);        // cse.cpp
 bool relayout_gemm_weights(Model& m);                  // gemm_weight_layout.cpp
+bool convs_to_im2col(Model& m);                        // conv_im2col.cpp (CUDA target)
 // Folds graph inputs that only steer shapes into constants of the given
 // values (bind_shape_inputs.cpp); run before the pipeline.
 bool bind_shape_inputs(Model& m, const std::map<std::string, Tensor>& values);
