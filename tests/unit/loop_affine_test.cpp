@@ -6,6 +6,7 @@
 
 #include "tessel/loop/eval.h"
 #include "tessel/loop/printer.h"
+#include "tessel/loop/simplify.h"
 
 namespace tessel::loop {
 namespace {
@@ -59,6 +60,22 @@ bool runs_hold(const Expr& e, int64_t run) {
     }
   }
   return true;
+}
+
+TEST(Affine, FoldAffineResolvesReshapeIndexArithmetic) {
+  // [N, OC, OH * OW] read as [N, OC, OH, OW]: ((b * 8 + i) * 7 + j / 7) * 7 + j % 7, split by 49 and 8.
+  const Expr flat = (((v("b") * Expr(8) + v("i")) * Expr(7) + floordiv(v("j"), Expr(7))) * Expr(7)) + floormod(v("j"), Expr(7));
+  const Bounds bounds{{"b", {0, 1}}, {"i", {0, 7}}, {"j", {0, 48}}};
+  const Expr row = floormod(floordiv(flat, Expr(49)), Expr(8)), col = floormod(flat, Expr(49));
+  EXPECT_EQ(print(simplify(fold_affine(row, bounds), bounds)), "i");
+  EXPECT_EQ(print(simplify(fold_affine(col, bounds), bounds)), "j");
+  // Without a range for j nothing is resolved, and the value is unchanged.
+  const Expr kept = fold_affine(row, {});
+  for (int64_t j = 0; j < 49; j += 6)
+    EXPECT_EQ(eval_index(kept, {{"b", 1}, {"i", 3}, {"j", j}}), 3);
+  // A remainder that may leave [0, d) stays a floordiv.
+  const Expr near = floordiv(v("i") * Expr(49) + v("j"), Expr(49));
+  EXPECT_NE(print(fold_affine(near, {{"i", {0, 7}}, {"j", {0, 49}}})), "i");
 }
 
 TEST(ContiguousRuns, ViewsThatKeepRunsOfEight) {

@@ -67,6 +67,10 @@ TEST(PassConvIm2col, ConvolutionsBecomeIm2colAndMatMul) {
     // and every group matches the interpreter.
     const testing::EvalRun r = testing::expect_lowered_matches(*m);
     EXPECT_EQ(r.interpreted, 0u);
+    // Two kernels: Im2Col, and the GEMM with the bias, the Reshape back to
+    // [N, OC, OH, OW] and the Relu as its epilogue (columns = OH x OW).
+    EXPECT_EQ(r.kernels, 2u);
+    EXPECT_EQ(r.gemm_kernels, 1u);
   }
 }
 

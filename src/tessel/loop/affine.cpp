@@ -149,6 +149,63 @@ bool contiguous_runs(const Expr& e, const std::string& var, int64_t run) {
   return f && f->c == 1 && f->m % run == 0;
 }
 
+namespace {
+
+Expr affine_expr(const Affine& f, DType t) {
+  Expr sum = int_imm(t, f.constant);
+  for (const auto& [v, c] : f.coef) sum = sum + var(v, t) * int_imm(t, c);
+  return sum;
+}
+
+bool vars_of_type(const Expr& e, DType t) {
+  bool same = true;
+  visit_expr(e, [&](const Expr& x) { same = same && (x->kind != ExprKind::Var || x.dtype() == t); });
+  return same;
+}
+
+// floordiv / floormod(x, d) for x = q d + r with r's range inside [0, d).
+std::optional<Expr> div_mod_in_range(const Expr& e, const Bounds& bounds) {
+  const Expr &x = e->args[0], &dv = e->args[1];
+  if (dv->kind != ExprKind::IntImm || dv->int_value <= 0 || !vars_of_type(x, e.dtype())) return std::nullopt;
+  const std::optional<Affine> f = affine_form(x);
+  if (!f) return std::nullopt;
+  const int64_t d = dv->int_value;
+  Affine q, r;
+  q.constant = f->constant >= 0 ? f->constant / d : -((-f->constant + d - 1) / d);
+  r.constant = f->constant - q.constant * d;
+  int64_t lo = r.constant, hi = r.constant;
+  for (const auto& [v, c] : f->coef) {
+    if (c % d == 0) {
+      q.coef[v] = c / d;
+      continue;
+    }
+    const auto it = bounds.find(v);
+    if (it == bounds.end()) return std::nullopt;
+    r.coef[v] = c;
+    lo += c > 0 ? c * it->second.lo : c * it->second.hi;
+    hi += c > 0 ? c * it->second.hi : c * it->second.lo;
+  }
+  if (lo < 0 || hi >= d) return std::nullopt;
+  return affine_expr(e->binary == BinaryOp::FloorDiv ? q : r, e.dtype());
+}
+
+}  // namespace
+
+Expr fold_affine(const Expr& e, const Bounds& bounds) {
+  if (e->kind == ExprKind::Binary && is_int(e.dtype())) {
+    const BinaryOp op = e->binary;
+    if ((op == BinaryOp::Add || op == BinaryOp::Sub || op == BinaryOp::Mul) && vars_of_type(e, e.dtype())) {
+      if (const std::optional<Affine> f = affine_form(e)) return affine_expr(*f, e.dtype());
+    }
+    if (op == BinaryOp::FloorDiv || op == BinaryOp::FloorMod) {
+      const Expr inner = with_args(e, {fold_affine(e->args[0], bounds), e->args[1]});
+      if (std::optional<Expr> r = div_mod_in_range(inner, bounds)) return *r;
+      return inner;
+    }
+  }
+  return map_args(e, [&](const Expr& a) { return fold_affine(a, bounds); });
+}
+
 std::optional<Affine> affine_form(const Expr& e) {
   Collector c;
   if (!c.add(e, 1) || !c.fold_pairs()) return std::nullopt;

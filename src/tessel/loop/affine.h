@@ -14,6 +14,7 @@
 #include <string>
 
 #include "tessel/loop/ir.h"
+#include "tessel/loop/simplify.h"
 
 namespace tessel::loop {
 
@@ -39,5 +40,13 @@ std::optional<Affine> affine_form(const Expr& e);
 // below gcd(m, D) (the run cannot cross a multiple of D). Conservative:
 // false when it cannot tell.
 bool contiguous_runs(const Expr& e, const std::string& var, int64_t run);
+
+// `e` with every integer subexpression that is affine (affine_form) written
+// as its canonical sum c0 + c1 * v1 + ..., outermost first, so the floordiv /
+// floormod pairs of a reshape vanish; and floordiv / floormod of such a sum
+// by a constant d resolved where `bounds` put the part that is not a
+// multiple of d within [0, d): floordiv(49 x + j, 49) => x and
+// floormod(49 x + j, 49) => j for j in [0, 49).
+Expr fold_affine(const Expr& e, const Bounds& bounds = {});
 
 }  // namespace tessel::loop

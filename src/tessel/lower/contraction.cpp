@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "tessel/loop/affine.h"
 #include "tessel/loop/simplify.h"
 #include "tessel/loop/visit.h"
 #include "tessel/lower/group_lowerer.h"
@@ -127,17 +128,36 @@ std::optional<LoweredGroup> GroupLowerer::try_contraction() {
   return lg;
 }
 
+// The root's shape may differ from the contraction's: a Reshape after it
+// splits its rows (Gemm -> [batch, seq, features]) or its columns
+// (tessel::Im2Col's MatMul [N, OC, OH * OW] -> [N, OC, OH, OW]). Columns are
+// the root's last dim, or its last two when their product is the
+// contraction's last dim; the probe decides whether the index splits so.
 std::optional<LoweredGroup> GroupLowerer::lower_contraction(const Node& c) {
+  if (std::optional<LoweredGroup> lg = lower_contraction_with(c, 1)) return lg;
   const Value* out = group_.root->outputs.at(group_.root_output);
   const Value* cout = c.outputs.at(0);
-  // The root's shape may differ from the contraction's (Gemm -> Reshape to
-  // [batch, seq, features]): the probe below decides whether its index still
-  // splits into rows (gi*) and columns (gj).
+  if (!out->type.has_shape() || !cout->type.has_shape() || out->type.shape->size() < 3) return std::nullopt;
+  const Shape& dims = *out->type.shape;
+  const Dim& last = cout->type.shape->back();
+  const Dim& d1 = dims[dims.size() - 2];
+  const Dim& d2 = dims.back();
+  if (!last.is_const() || !d1.is_const() || !d2.is_const() || d2.value() == last.value() ||
+      d1.value() * d2.value() != last.value())
+    return std::nullopt;
+  gemm_ = GemmCapture{};
+  memo_.clear();
+  return lower_contraction_with(c, 2);
+}
+
+std::optional<LoweredGroup> GroupLowerer::lower_contraction_with(const Node& c, size_t column_dims) {
+  const Value* out = group_.root->outputs.at(group_.root_output);
+  const Value* cout = c.outputs.at(0);
   if (!out->type.has_shape() || !cout->type.has_shape()) return std::nullopt;
   if (!loop::is_computable(out->type.dtype)) return std::nullopt;
   const Shape& dims = *out->type.shape;
   const size_t r = dims.size();
-  if (r < 2) return std::nullopt;
+  if (r < 1 + column_dims) return std::nullopt;
   // A and B must be matrices (or batches of them); Gemm's C may be anything
   // that broadcasts.
   for (size_t i = 0; i < 2; ++i) {
@@ -148,14 +168,19 @@ std::optional<LoweredGroup> GroupLowerer::lower_contraction(const Node& c) {
   // [batch, seq, features]); otherwise loop over the batch.
   const bool folded = c.inputs[1]->type.shape->size() == 2;
   const Idx shape = shape_of(out);
-  const size_t nbatch = folded ? 0 : r - 2;
+  const long ncol = static_cast<long>(column_dims);
+  const size_t nbatch = folded ? 0 : r - 1 - column_dims;
   const Idx batch_dims(shape.begin(), shape.begin() + static_cast<long>(nbatch));
-  const Idx lead_dims(shape.begin() + static_cast<long>(nbatch), shape.end() - 1);
+  const Idx lead_dims(shape.begin() + static_cast<long>(nbatch), shape.end() - ncol);
+  const Idx col_dims(shape.end() - ncol, shape.end());
+  Dim columns = 1;
+  for (size_t d = r - column_dims; d < r; ++d) columns = columns * dims[d];
   const Idx gb = vars_named("gb", nbatch), gi = vars_named("gi", lead_dims.size());
   const Expr gj = loop::var("gj");
   Idx probe_index = gb;
   probe_index.insert(probe_index.end(), gi.begin(), gi.end());
-  probe_index.push_back(gj);
+  const Idx gj_at = delinearize(gj, col_dims);
+  probe_index.insert(probe_index.end(), gj_at.begin(), gj_at.end());
 
   // Probe: capture A and B.
   gemm_.node = &c;
@@ -174,9 +199,13 @@ std::optional<LoweredGroup> GroupLowerer::lower_contraction(const Node& c) {
   };
   for (size_t d = 0; d < nbatch; ++d) bound(gb[d]->name, dims[d]);
   for (size_t d = 0; d < gi.size(); ++d) bound(gi[d]->name, dims[nbatch + d]);
-  bound("gj", dims.back());
+  bound("gj", columns);
   if (K->kind == loop::ExprKind::IntImm && K->int_value > 0) bounds[k->name] = {0, K->int_value - 1};
-  const Expr a_probe = loop::simplify(gemm_.a, bounds), b_probe = loop::simplify(gemm_.b, bounds);
+  // fold_affine first: a reshape's floordiv/floormod pairs (the columns of
+  // [N, OC, OH * OW] read as [N, OC, OH, OW]) become plain sums the range
+  // rules can simplify.
+  const Expr a_probe = loop::simplify(loop::fold_affine(gemm_.a, bounds), bounds);
+  const Expr b_probe = loop::simplify(loop::fold_affine(gemm_.b, bounds), bounds);
   if (loop::mentions_var(a_probe, "gj") || mentions_any(b_probe, gi)) return std::nullopt;
   // A batch of products (B has batch dims too) is gemm_nest's batch: its
   // outer loop binds bb, whose row-major digits are the batch indices gb*.
@@ -189,10 +218,10 @@ std::optional<LoweredGroup> GroupLowerer::lower_contraction(const Node& c) {
   const Expr a = loop::substitute(a_probe, batch_index), b = loop::substitute(b_probe, batch_index);
 
   Dim M = 1;
-  for (size_t d = nbatch; d + 1 < r; ++d) M = M * dims[d];
+  for (size_t d = nbatch; d + column_dims < r; ++d) M = M * dims[d];
   GemmOperands ops;
   ops.M = dim_to_expr(M, &syms_);
-  ops.N = shape.back();
+  ops.N = dim_to_expr(columns, &syms_);
   ops.K = K;
   ops.batch = dim_to_expr(batch, &syms_);
   ops.batch_var = bb;
@@ -213,7 +242,7 @@ std::optional<LoweredGroup> GroupLowerer::lower_contraction(const Node& c) {
   // probe), then instantiated at the micro-kernel's (i, j).
   const Expr ei = loop::var("gei"), ej = loop::var("gej");
   if (M.is_const() && M.value() > 0) bounds[ei->name] = {0, M.value() - 1};
-  bound(ej->name, dims.back());
+  bound(ej->name, columns);
   ops.epilogue = [&](const Expr& i, const Expr& j, const Expr& acc) {
     gemm_.probing = false;
     gemm_.acc = acc;
@@ -222,7 +251,8 @@ std::optional<LoweredGroup> GroupLowerer::lower_contraction(const Node& c) {
     Idx index = gb;
     const Idx at = delinearize(ei, lead_dims);
     index.insert(index.end(), at.begin(), at.end());
-    index.push_back(ej);
+    const Idx col_at = delinearize(ej, col_dims);
+    index.insert(index.end(), col_at.begin(), col_at.end());
     const Expr v = value_at(out, index);
     std::vector<Stmt> stmts = levels_[0].stmts;
     stmts.push_back(loop::store(out_buf, index, v));
@@ -251,13 +281,13 @@ std::optional<LoweredGroup> GroupLowerer::lower_contraction(const Node& c) {
   // that e.g. GPT-2's N = 2304 gives 6 tiles rather than 5.
   CpuInfo cpu = sched_.cpu;
   cpu.cores = std::max(cpu.cores, 2);
-  GemmSchedule gs = default_gemm_schedule(cpu, hint(M), hint(dims.back()), k_hint, sched_.parallel, hint(batch));
+  GemmSchedule gs = default_gemm_schedule(cpu, hint(M), hint(columns), k_hint, sched_.parallel, hint(batch));
   gs.parallel_over_m_blocks = sched_.parallel;
   Stmt body = gemm_nest(ops, gs, fresh("g"));
   std::optional<Dim> parallel_extent;
   // gemm_parallel_extent, as a Dim for the runtime (a loop of one
   // iteration is simplified away).
-  const Dim units = batch * Dim::ceildiv(M, Dim(gs.mc)) * Dim::ceildiv(dims.back(), Dim(gs.nc));
+  const Dim units = batch * Dim::ceildiv(M, Dim(gs.mc)) * Dim::ceildiv(columns, Dim(gs.nc));
   if (sched_.parallel && !(units.is_const() && units.value() == 1)) parallel_extent = units;
   gemm_ = GemmCapture{};
   LoweredGroup lg = finish(body, out_buf, parallel_extent);

@@ -88,6 +88,8 @@ class GroupLowerer {
   Expr contraction_reduce(ReduceOp op, const Expr& init, const Idx& extents,
                           const std::function<Expr(const Idx&)>& body);
   std::optional<LoweredGroup> lower_contraction(const Node& c);
+  // One attempt: the root's last `column_dims` dims are the GEMM's columns.
+  std::optional<LoweredGroup> lower_contraction_with(const Node& c, size_t column_dims);
   // Records the product a * b the probe found inside the contraction's sum
   // (both reduce functions above); throws NotGemm when the root reads the
   // contraction again at another place.
