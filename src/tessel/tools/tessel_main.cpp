@@ -21,7 +21,8 @@ using namespace tessel::cli;
 void add_common(CLI::App* sub, CommonArgs* c) {
   sub->add_option("--target", c->target,
                   "reference | cpu | cuda (default cpu). cpu compiles kernels with LLVM; nodes without a compiled "
-                  "form run on the reference interpreter (see inspect --emit fused); cuda is not available yet")
+                  "form run on the reference interpreter (see inspect --emit fused); cuda compiles them with NVRTC "
+                  "and runs them on the GPU (an error where there is none; docs/codegen_cuda.md)")
       ->check(CLI::IsMember({"reference", "cpu", "cuda"}));
   sub->add_option("--dim", c->dims, "Bind a symbolic dimension, SYMBOL=N (repeatable)")
       ->allow_extra_args(false)
