@@ -61,7 +61,7 @@ class Pipeline {
 
 std::vector<std::string> pipeline_pass_names() {
   return {"bind_dims", "infer_shapes", "fold_constants", "dce", "cse", "infer_shapes", "lower_precision",
-          "conv_im2col", "gemm_weight_layout"};
+          "sink_transposes", "conv_im2col", "gemm_weight_layout"};
 }
 
 bool run_pipeline(Model& m, const PassOptions& o) {
@@ -69,7 +69,7 @@ bool run_pipeline(Model& m, const PassOptions& o) {
     bool known = false;
     for (const std::string& p : pipeline_pass_names()) known = known || p == d;
     TS_CHECK(known, "unknown pass '", d,
-             "' (passes: bind_dims, infer_shapes, fold_constants, dce, cse, lower_precision, conv_im2col, ",
+             "' (passes: bind_dims, infer_shapes, fold_constants, dce, cse, lower_precision, sink_transposes, conv_im2col, ",
              "gemm_weight_layout)");
   }
   if (!o.print_after.empty() && o.print_after != "all") {
@@ -109,6 +109,9 @@ bool run_pipeline(Model& m, const PassOptions& o) {
   // reads and folds those of constants.
   if (o.precision != DType::F32 && p.step("lower_precision", [&] { return lower_precision(m, o.precision); }))
     fold_until_stable();
+  // A scaling after a Transpose goes before it, so that the Transpose can be
+  // a view of a GEMM operand rather than the layout a kernel stores.
+  p.step("sink_transposes", [&] { return sink_transposes(m); });
   // CUDA: convolutions whose implicit GEMM would gather per element read a
   // stored im2col instead (after precision: the weights are final).
   if (o.gpu) p.step("conv_im2col", [&] { return convs_to_im2col(m); });
