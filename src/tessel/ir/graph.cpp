@@ -127,6 +127,12 @@ Graph& Node::attr_graph(const std::string& n) const {
 
 // ---- graphs -------------------------------------------------------------------
 
+bool Graph::is_output(const Value* v) const {
+  for (const Value* o : outputs)
+    if (o == v) return true;
+  return false;
+}
+
 Graph* Graph::root() {
   Graph* g = this;
   while (g->parent) g = g->parent;

@@ -162,6 +162,8 @@ class Graph {
   std::string fresh_name(const std::string& prefix);
   // Top-level graph of this graph.
   Graph* root();
+  // Whether `v` is one of this graph's outputs.
+  bool is_output(const Value* v) const;
 
  private:
   friend class Node;

@@ -37,12 +37,6 @@ bool const_shape(const Value* v, std::vector<int64_t>* out) {
 
 bool low_or_f32(DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; }
 
-bool is_graph_output(const Graph& g, const Value* v) {
-  for (const Value* o : g.outputs)
-    if (o == v) return true;
-  return false;
-}
-
 // W [OC, C, KH, KW] as [OC, kp], zero-padded.
 Tensor padded_rows(const Tensor& w, int64_t kp) {
   const int64_t oc = w.dim(0), k = w.numel() / oc;
@@ -68,7 +62,7 @@ std::optional<ConvShape> rewritable(const Graph& g, const Node& n) {
   if (s.x.size() != 4 || w->constant->rank() != 4 || n.attr_int("group", 1) != 1) return std::nullopt;
   if (n.attr_string("auto_pad", "NOTSET") != "NOTSET" || (b && !b->is_constant())) return std::nullopt;
   if (!low_or_f32(x->type.dtype) || w->constant->dtype() != x->type.dtype) return std::nullopt;
-  if (is_graph_output(g, n.outputs[0])) return std::nullopt;
+  if (g.is_output(n.outputs[0])) return std::nullopt;
   s.w = w->constant->shape();
   s.strides = n.attr_ints("strides", {1, 1});
   s.pads = n.attr_ints("pads", {0, 0, 0, 0});

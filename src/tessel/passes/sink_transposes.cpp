@@ -17,22 +17,16 @@ namespace {
 
 bool scalar_constant(const Value* v) { return v && v->is_constant() && v->constant->numel() == 1; }
 
-bool is_graph_output(const Graph& g, const Value* v) {
-  for (const Value* o : g.outputs)
-    if (o == v) return true;
-  return false;
-}
-
 // The Transpose operand of `n` that can move below it (its only use), and
 // its position; nullptr when there is none.
 Node* sinkable(const Graph& g, const Node& n, size_t* pos) {
   if (!n.domain.empty() || (n.op != "Mul" && n.op != "Div") || n.inputs.size() != 2 || !n.outputs[0]) return nullptr;
-  if (is_graph_output(g, n.outputs[0]) || !n.outputs[0]->type.has_shape()) return nullptr;
+  if (g.is_output(n.outputs[0]) || !n.outputs[0]->type.has_shape()) return nullptr;
   for (size_t i = 0; i < 2; ++i) {
     const Value* t = n.input(i);
     if (!t || !t->producer || t->producer->op != "Transpose" || !t->producer->domain.empty()) continue;
     const Value* x = t->producer->input(0);
-    if (!scalar_constant(n.input(1 - i)) || !x || !x->type.has_shape() || is_graph_output(g, t)) continue;
+    if (!scalar_constant(n.input(1 - i)) || !x || !x->type.has_shape() || g.is_output(t)) continue;
     size_t uses = 0;
     for (const auto& m : g.nodes())
       for (const Value* in : m->inputs) uses += in == t;
