@@ -62,8 +62,9 @@ def parse_args():
     p.add_argument("--no-tessel", action="store_true")
     p.add_argument("--json-out", help="append one JSON object per configuration here")
     p.add_argument("--profile", type=int, default=0, metavar="N",
-                   help="also list tessel's N slowest kernels per configuration (tessel bench --profile: each "
-                        "launch timed alone, with its bytes, FLOPs, GB/s and TFLOP/s)")
+                   help="also list, per configuration, tessel's N costliest kinds of kernel (tessel bench --profile: "
+                        "each launch timed alone; launches with the same ops, bytes and FLOPs summed), with "
+                        "their count, bytes, FLOPs, GB/s and TFLOP/s")
     return p.parse_args()
 
 
@@ -173,7 +174,7 @@ def bench_tessel(model_path, feeds, args, res, work):
     cmd = [args.tessel, "bench", model_path, "--target", "cuda", "--precision", args.precision,
            "--warmup", str(args.warmup), "--iters", str(args.iters), "--json"]
     if args.profile > 0:
-        cmd += ["--profile", str(args.profile)]
+        cmd += ["--profile", "100000"]  # every step: profile_kinds() groups them
     for i, (name, a) in enumerate(feeds.items()):
         path = os.path.join(work, f"input_{i}.npy")
         np.save(path, a)
@@ -190,6 +191,27 @@ def bench_tessel(model_path, feeds, args, res, work):
     for k in ("upload_ms", "download_ms", "end_to_end_ms", "compile_s", "cuda_graph", "profile"):
         if k in doc:
             res["tessel_" + k] = doc[k]
+
+
+def profile_kinds(rows):
+    """tessel bench --profile's steps grouped by kind: the same ops (the
+    bracketed list of `what`), bytes and FLOPs; costliest first. Each kind
+    has its launch count, summed time and share, and its median launch."""
+    kinds = {}
+    for row in rows:
+        what = row["what"]
+        ops = what[what.find("["):] if "[" in what else what
+        k = kinds.setdefault((ops, row["bytes"], row["flops"]), {
+            "ops": ops, "bytes": row["bytes"], "flops": row["flops"], "count": 0, "total_ms": 0.0, "share": 0.0,
+            "launches": []})
+        k["count"] += 1
+        k["total_ms"] += row["median_ms"]
+        k["share"] += row["share"]
+        k["launches"].append(row["median_ms"])
+    out = sorted(kinds.values(), key=lambda k: -k["total_ms"])
+    for k in out:
+        k["median_ms"] = sorted(k.pop("launches"))[(k["count"] - 1) // 2]
+    return out
 
 
 # ---- driver -------------------------------------------------------------------------------
@@ -237,13 +259,15 @@ def main():
                 print(f"  {k}: {r[k]}")
     for r in results:
         if r.get("tessel_profile"):
-            print(f"\n{r['model']} batch {r['batch']}: slowest tessel kernels (each launched alone)")
-            for row in r["tessel_profile"]:
-                s = row["median_ms"] / 1e3
-                line = f"  {row['median_ms']:8.3f} ms {100 * row['share']:5.1f}%  {row['what'][:60]:<60}"
-                line += f" {row['bytes'] / 1e6:8.2f} MB {row['bytes'] / s / 1e9:7.0f} GB/s" if s > 0 else ""
-                if row["flops"] > 0 and s > 0:
-                    line += f"  {row['flops'] / 1e9:8.2f} GFLOP {row['flops'] / s / 1e12:6.1f} TFLOP/s"
+            print(f"\n{r['model']} batch {r['batch']}: costliest kinds of tessel kernel (each launch timed alone; "
+                  f"per launch: median ms, bytes, FLOPs)")
+            for k in profile_kinds(r["tessel_profile"])[:args.profile]:
+                s = k["median_ms"] / 1e3
+                line = (f"  {k['total_ms']:8.3f} ms {100 * k['share']:5.1f}% {k['count']:3d} x {k['median_ms']:7.3f} ms  "
+                        f"{k['ops'][:50]:<50}")
+                line += f" {k['bytes'] / 1e6:8.2f} MB {k['bytes'] / s / 1e9:7.0f} GB/s" if s > 0 else ""
+                if k["flops"] > 0 and s > 0:
+                    line += f"  {k['flops'] / 1e9:8.2f} GFLOP {k['flops'] / s / 1e12:6.1f} TFLOP/s"
                 print(line)
     ratios = [r["tessel_over_compile"] for r in results if "tessel_over_compile" in r]
     if ratios:
