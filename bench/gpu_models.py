@@ -132,6 +132,24 @@ def cuda_time(fn, warmup, iters, before_each=None):
     return statistics.median(ms)
 
 
+def measure_ceilings():
+    """The two ceilings a kernel's roofline line is read against, measured
+    here (the issue's method): cuBLAS bf16 GEMM throughput (torch.matmul,
+    8192^3) and device copy bandwidth (bytes read + written by a 1 GiB
+    device-to-device copy), medians of 10 after 3 warm-ups."""
+    import torch
+    n = 8192
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    gemm_ms = cuda_time(lambda: torch.matmul(a, b), 3, 10)
+    src = torch.empty(1 << 30, device="cuda", dtype=torch.uint8)
+    dst = torch.empty_like(src)
+    copy_ms = cuda_time(lambda: dst.copy_(src), 3, 10)
+    del a, b, src, dst
+    torch.cuda.empty_cache()
+    return {"gemm_tflops": 2 * n ** 3 / (gemm_ms / 1e3) / 1e12, "copy_gbps": 2 * (1 << 30) / (copy_ms / 1e3) / 1e9}
+
+
 def bench_torch(fam, feeds, args, res):
     import torch
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[args.precision]
@@ -226,6 +244,13 @@ def main():
     configs = [c for c in CONFIGS if not want or f"{family(c[0])}:{c[1]}" in want]
     os.makedirs(args.out, exist_ok=True)
     results = []
+    ceilings = None
+    if args.profile > 0:
+        try:
+            ceilings = measure_ceilings()
+            print("CEILINGS " + json.dumps(ceilings), flush=True)
+        except Exception as e:  # no torch or no GPU: the profile goes without percentages
+            print(f"note: no ceilings measured ({type(e).__name__}: {str(e)[:200]})", flush=True)
     for stem, batch, seq in configs:
         fam = family(stem)
         res = {"model": fam, "batch": batch, "seq": seq, "precision": args.precision}
@@ -241,6 +266,8 @@ def main():
             res["torch_error"] = f"{type(e).__name__}: {str(e)[:300]}"
         if res.get("tessel_ms") and res.get("torch_compile_ms"):
             res["tessel_over_compile"] = res["tessel_ms"] / res["torch_compile_ms"]
+        if ceilings:
+            res["ceilings"] = ceilings
         results.append(res)
         print("RESULT " + json.dumps(res), flush=True)
         if args.json_out:
@@ -257,6 +284,9 @@ def main():
         for k in ("tessel_error", "torch_error"):
             if k in r:
                 print(f"  {k}: {r[k]}")
+    if ceilings:
+        print(f"\nceilings (this run): cuBLAS bf16 GEMM 8192^3 {ceilings['gemm_tflops']:.0f} TFLOP/s, device copy "
+              f"{ceilings['copy_gbps']:.0f} GB/s (read + write); 'bw' and 'mma' below are % of those")
     for r in results:
         if r.get("tessel_profile"):
             print(f"\n{r['model']} batch {r['batch']}: costliest kinds of tessel kernel (each launch timed alone; "
@@ -268,6 +298,10 @@ def main():
                 line += f" {k['bytes'] / 1e6:8.2f} MB {k['bytes'] / s / 1e9:7.0f} GB/s" if s > 0 else ""
                 if k["flops"] > 0 and s > 0:
                     line += f"  {k['flops'] / 1e9:8.2f} GFLOP {k['flops'] / s / 1e12:6.1f} TFLOP/s"
+                if ceilings and s > 0:
+                    line += f"  bw {100 * k['bytes'] / s / 1e9 / ceilings['copy_gbps']:3.0f}%"
+                    if k["flops"] > 0:
+                        line += f" mma {100 * k['flops'] / s / 1e12 / ceilings['gemm_tflops']:3.0f}%"
                 print(line)
     ratios = [r["tessel_over_compile"] for r in results if "tessel_over_compile" in r]
     if ratios:
