@@ -70,12 +70,6 @@ struct RunForm {
   int64_t c = 0, m = 1;
 };
 
-bool mentions(const Expr& e, const std::string& var) {
-  bool found = false;
-  visit_expr(e, [&](const Expr& x) { found = found || (x->kind == ExprKind::Var && x->name == var); });
-  return found;
-}
-
 class RunAnalysis {
  public:
   RunAnalysis(const std::string& var, int64_t run) : var_(var), run_(run) {}
@@ -94,7 +88,7 @@ class RunAnalysis {
       default: break;
     }
     // Anything else is an integer that does not depend on d, or unknown.
-    return mentions(e, var_) ? std::nullopt : std::optional<RunForm>(RunForm{0, 1});
+    return mentions_var(e, var_) ? std::nullopt : std::optional<RunForm>(RunForm{0, 1});
   }
 
  private:
@@ -134,7 +128,7 @@ class RunAnalysis {
   }
 
   std::optional<RunForm> opaque(const Expr& e) const {
-    return mentions(e, var_) ? std::nullopt : std::optional<RunForm>(RunForm{0, 1});
+    return mentions_var(e, var_) ? std::nullopt : std::optional<RunForm>(RunForm{0, 1});
   }
 
   const std::string& var_;

@@ -96,8 +96,7 @@ void rewrite(Graph& g, Node* n, const ConvShape& s) {
   mm->outputs[0]->type = flat;
   Value* y = mm->outputs[0];
   if (const Value* b = n->input(2)) {
-    Tensor column = *b->constant;
-    column = Tensor(column.dtype(), {oc, 1});
+    Tensor column(b->constant->dtype(), {oc, 1});
     std::memcpy(column.mutable_raw(), b->constant->raw(), b->constant->nbytes());
     Node* add = g.insert_node_before(n, "Add", {y, g.add_initializer(g.fresh_name(b->name + "_column"), column)}, 1);
     add->outputs[0]->type = flat;

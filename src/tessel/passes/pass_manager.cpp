@@ -5,6 +5,7 @@
 #include "tessel/passes/pass_manager.h"
 
 #include <iostream>
+#include <set>
 
 #include "tessel/ir/printer.h"
 #include "tessel/ir/verifier.h"
@@ -67,10 +68,13 @@ std::vector<std::string> pipeline_pass_names() {
 bool run_pipeline(Model& m, const PassOptions& o) {
   for (const std::string& d : o.disabled) {
     bool known = false;
-    for (const std::string& p : pipeline_pass_names()) known = known || p == d;
-    TS_CHECK(known, "unknown pass '", d,
-             "' (passes: bind_dims, infer_shapes, fold_constants, dce, cse, lower_precision, sink_transposes, conv_im2col, ",
-             "gemm_weight_layout)");
+    std::string names;  // once each (infer_shapes runs twice), in pipeline order
+    std::set<std::string> listed;
+    for (const std::string& p : pipeline_pass_names()) {
+      known = known || p == d;
+      if (listed.insert(p).second) names += (names.empty() ? "" : ", ") + p;
+    }
+    TS_CHECK(known, "unknown pass '", d, "' (passes: ", names, ")");
   }
   if (!o.print_after.empty() && o.print_after != "all") {
     bool known = false;

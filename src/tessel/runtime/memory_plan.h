@@ -64,12 +64,12 @@ struct MemoryPlan {
   int64_t total_bytes = 0;  // sum of the planned values' aligned sizes: one allocation each
 };
 
-// Plans the arena for one binding of the symbols (those the inputs bind).
 // Bytes of `v` under `bindings`, or nullopt when the bindings do not decide
 // them (a size an interpreter node binds during the run) or the type has no
 // flat storage.
 std::optional<int64_t> value_bytes(const Value* v, const std::map<std::string, int64_t>& bindings);
 
+// Plans the arena for one binding of the symbols (those the inputs bind).
 MemoryPlan plan_memory(const Graph& g, const std::vector<Step>& steps, const std::map<std::string, int64_t>& bindings);
 
 // The text of `tessel inspect --emit plan`.

@@ -363,6 +363,11 @@ class MmaWriter {
     const Expr* value = nullptr;
     int units = 0;            // per thread: elements (pairs of halves) or vectors
     int vectors = 0;          // vectors per tile
+    // Vectors: the element offset a step of k moves the flat index by (1
+    // for VectorK, the row stride for VectorRows) when that index is affine;
+    // nullopt for views whose runs are contiguous but jump between them
+    // (heads split out of k), whose index is evaluated per K step.
+    std::optional<int64_t> k_stride;
   };
  public:
   MmaWriter(const loop::StmtNode& s, const MmaPlan& p, CodeSink& out)
@@ -386,6 +391,10 @@ class MmaWriter {
       if (x->how == OperandLoad::Elements) continue;
       x->vectors = x->rows * t_.bk / 8;
       x->units = (x->vectors + t_.threads() - 1) / t_.threads();
+      if (const std::optional<loop::Affine> f = flat_affine(*x->value->node->args[0].node)) {
+        const auto it = f->coef.find(c_.k);
+        x->k_stride = it == f->coef.end() ? 0 : it->second;
+      }
     }
   }
 
@@ -439,11 +448,10 @@ class MmaWriter {
       line(str_cat("__shared__ __align__(16) ", b_elem, " ", b_.smem, "[2]", b_dims, ";"));
       return;
     }
-    const int64_t a_bytes = p_.stages * t_.bm * tile_row_bytes(t_, p_.precision);
     line("extern __shared__ __align__(16) unsigned char ts_dsmem[];");
     line(str_cat(elem, " (*ts_As)", a_dims, " = reinterpret_cast<", elem, " (*)", a_dims, ">(ts_dsmem);"));
     line(str_cat(b_elem, " (*", b_.smem, ")", b_dims, " = reinterpret_cast<", b_elem, " (*)", b_dims, ">(ts_dsmem + ",
-                 a_bytes, ");"));
+                 shared_layout(b_).start, ");"));
   }
 
   // Two stages filled through registers: the loads of tile t + 1 are in
@@ -646,17 +654,6 @@ class MmaWriter {
     return x.how == OperandLoad::VectorK ? "[ts_row][ts_c * 4]" : "[ts_row][ts_c * 8]";
   }
 
-  // The element offset a step of k moves a vector operand's flat index by
-  // (1 for VectorK; the row stride for VectorRows) when that index is
-  // affine; nullopt for views whose runs are contiguous but which jump
-  // between them (heads split out of k).
-  std::optional<int64_t> k_stride(const Side& x) const {
-    const std::optional<loop::Affine> f = flat_affine(*x.value->node->args[0].node);
-    if (!f) return std::nullopt;
-    const auto it = f->coef.find(c_.k);
-    return it == f->coef.end() ? 0 : it->second;
-  }
-
   // A vector operand's shared tile as bytes: one stage, one of its rows,
   // and where its stages start in the dynamic shared memory.
   struct SharedLayout {
@@ -694,7 +691,7 @@ class MmaWriter {
     const std::string p = str_cat(x.reg, "p");
     line(str_cat("const unsigned ", x.reg, "s = ", l.start, "u + (unsigned)(ts_tid / ", l.per_row, ") * ", l.row,
                  "u + (unsigned)(ts_tid % ", l.per_row, ") * 16u;"));
-    if (!k_stride(x)) return;  // copy_tiles evaluates the whole index per K step
+    if (!x.k_stride) return;  // copy_tiles evaluates the whole index per K step
     line(str_cat("const ", detail::storage_type(load.buffer->dtype), "* ", p, "[", x.units, "];"));
     loop_nest({{"ts_q", x.units}}, [&] {
       vector_position(x);
@@ -719,8 +716,7 @@ class MmaWriter {
       const int64_t rows_per_q = t_.threads() / l.per_row;
       line("{");
       out_.indent(1);
-      const std::optional<int64_t> stride = k_stride(*x);
-      if (stride) line(str_cat("const long long ts_ko = ts_k0 * ", *stride, "ll;"));
+      if (x->k_stride) line(str_cat("const long long ts_ko = ts_k0 * ", *x->k_stride, "ll;"));
       line(str_cat("const unsigned ts_so = ", x->reg, "s + (unsigned)(", stage, ") * ", l.stage, "u;"));
       if (k_inner) line(str_cat("const bool ts_in = ts_k0 + (ts_tid % ", l.per_row, ") * 8 < ts_K;"));
       for (int q = 0; q < x->units; ++q) {
@@ -731,7 +727,7 @@ class MmaWriter {
         const int64_t first = int64_t{q} * t_.threads();
         const std::string guard =
             first + t_.threads() <= x->vectors ? "" : str_cat("if (ts_tid < ", x->vectors - first, ") ");
-        if (stride) {
+        if (x->k_stride) {
           line(str_cat(guard, "ts_cp16_at(ts_dsmem, ", dst, ", ", in, " ? ", x->reg, "p[", q, "] + ts_ko : ",
                        buffer_name(load.buffer->name), ", ", in, ");"));
           continue;
