@@ -132,11 +132,17 @@ TEST(MmaPlan, VectorLoadsWhereAligned) {
   EXPECT_NE(both.code.find("ts_cp_wait<2>();"), std::string::npos);
   EXPECT_NE(both.code.find("ts_ldsm_x2_trans(ts_fb[ts_nt], &ts_Bh[ts_s]"), std::string::npos);
   EXPECT_EQ(both.kernels[0].launch.shared_bytes, plan_of({"v", DType::BF16, 1, 64, 64, 64}).shared_bytes());
+  // Two pipelined blocks per multiprocessor: ptxas keeps to 128 registers.
+  const std::string bounds = str_cat("__launch_bounds__(", plan_of({"v", DType::BF16, 1, 64, 64, 64}).tiles.threads(), ", 2)");
+  EXPECT_NE(both.code.find(bounds), std::string::npos);
+  // The epilogue walks the accumulators staged in shared memory, once in a loop.
+  EXPECT_NE(both.code.find("ts_Cs[ts_r][ts_c]"), std::string::npos);
   // One vector operand: registers, static shared memory.
   const CudaSource one = emit_cuda_source({gemm_case_kernel({"w", DType::BF16, 1, 64, 130, 64})});
   EXPECT_NE(one.code.find("*(const ts_u4*)&b_a["), std::string::npos) << one.code;
   EXPECT_EQ(one.code.find("ts_cp16_at(ts_dsmem"), std::string::npos);
   EXPECT_EQ(one.kernels[0].launch.shared_bytes, 0u);
+  EXPECT_EQ(one.code.find(", 2) tessel_"), std::string::npos);  // one block's worth of registers
 }
 
 TEST(MmaPlan, LoadOrderFollowsTheInnermostIndex) {
