@@ -9,6 +9,9 @@
 // Every test skips where there is no GPU or no NVRTC.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
+
 #include "gpu_test_util.h"
 #include "cuda_test_kernels.h"
 #include "mma_test_kernels.h"
@@ -38,6 +41,73 @@ void expect_cases_match(const std::vector<GemmCase>& cases) {
     ASSERT_EQ(gpu.run(c.name, pointers(bufs), syms_of(c)), 0) << c.name;
     EXPECT_EQ(compare_gemm(c, bufs[3], want), "") << loop::print(gemm_case_kernel(c));
   }
+}
+
+// wgmma (sm_90a only): the tiles of the host emulation's cases
+// (MmaEmulation.Wgmma) and larger ones, planned for a machine of 4
+// multiprocessors so that small grids still take 128 x 128 tiles.
+std::vector<GemmCase> wgmma_cases() {
+  return {
+      {"wg_128x128", DType::BF16, 2, 130, 136, 600, false, false, true, DType::BF16, false},
+      {"wg_128x64_t", DType::F16, 4, 70, 64, 96, false, true, false, DType::F32, false},
+      {"wg_64x128", DType::BF16, 2, 60, 136, 72, false, false, false, DType::F32, false},
+      {"wg_64x64_t", DType::BF16, 4, 40, 56, 24, false, true, true, DType::F32, false},
+      {"wg_big", DType::BF16, 1, 300, 512, 520, false, false, false, DType::F32, false},
+      {"wg_big_t", DType::F16, 3, 200, 264, 520, false, true, true, DType::F16, false},
+  };
+}
+
+GemmTarget small_hopper() {
+  GemmTarget t;
+  t.wgmma = true;
+  t.fill_blocks = 4;
+  return t;
+}
+
+TEST(GpuMma, WgmmaMatchesTheEvaluator) {
+  SKIP_WITHOUT_GPU();
+  if (!arch_has_wgmma(device_arch())) GTEST_SKIP() << "wgmma needs sm_90a, the device is " << device_arch();
+  const std::vector<GemmCase> cases = wgmma_cases();
+  std::vector<loop::Kernel> ks;
+  for (const GemmCase& c : cases) ks.push_back(gemm_case_kernel(c));
+  GpuKernels gpu(ks, small_hopper());
+  EXPECT_NE(gpu.source().code.find("wgmma on 128-byte swizzled tiles"), std::string::npos);
+  for (const GemmCase& c : cases) {
+    std::vector<std::vector<uint8_t>> bufs = gemm_case_inputs(c, 3);
+    const GemmReference want = gemm_reference(c, bufs);
+    ASSERT_EQ(gpu.run(c.name, pointers(bufs), syms_of(c)), 0) << c.name;
+    EXPECT_EQ(compare_gemm(c, bufs[3], want), "") << c.name;
+  }
+}
+
+// The wgmma kernels' SASS (cuobjdump --dump-sass, from the toolkit) holds
+// HGMMA: the warpgroup instructions, not mma.sync's HMMA.
+TEST(GpuMma, WgmmaIsHgmmaInTheSass) {
+  SKIP_WITHOUT_GPU();
+  if (!arch_has_wgmma(device_arch())) GTEST_SKIP() << "wgmma needs sm_90a, the device is " << device_arch();
+  if (std::system("cuobjdump --version > /dev/null 2>&1") != 0) GTEST_SKIP() << "no cuobjdump on PATH";
+  std::vector<loop::Kernel> ks;
+  for (const GemmCase& c : wgmma_cases()) ks.push_back(gemm_case_kernel(c));
+  NvrtcOptions o;
+  o.arch = "sm_90a";
+  const Cubin cubin = compile_to_cubin(emit_cuda_source(ks, small_hopper()).code, o);
+  const std::string path = ::testing::TempDir() + "tessel_wgmma.cubin";
+  {
+    FILE* f = std::fopen(path.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    std::fwrite(cubin.image.data(), 1, cubin.image.size(), f);
+    std::fclose(f);
+  }
+  FILE* p = popen(("cuobjdump --dump-sass " + path).c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string sass;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) sass.append(buf, n);
+  EXPECT_EQ(pclose(p), 0);
+  size_t hgmma = 0;
+  for (size_t at = 0; (at = sass.find("HGMMA.64x", at)) != std::string::npos; ++at) ++hgmma;
+  EXPECT_GE(hgmma, 4 * ks.size()) << sass.substr(0, 2000);
+  std::remove(path.c_str());
 }
 
 TEST(GpuMma, Tf32x3MatchesTheEvaluator) {

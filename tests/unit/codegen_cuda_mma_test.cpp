@@ -41,7 +41,16 @@ const loop::StmtNode& contract_of(const loop::Kernel& k) {
   return *found;
 }
 
-MmaPlan plan_of(const GemmCase& c) { return plan_mma_gemm(contract_of(gemm_case_kernel(c))); }
+GemmTarget hopper_target(int64_t fill_blocks = 120) {
+  GemmTarget t;
+  t.wgmma = true;
+  t.fill_blocks = fill_blocks;
+  return t;
+}
+
+MmaPlan plan_of(const GemmCase& c, const GemmTarget& target = {}) {
+  return plan_mma_gemm(contract_of(gemm_case_kernel(c)), target);
+}
 
 // ---- the plan ------------------------------------------------------------------------------
 
@@ -143,6 +152,35 @@ TEST(MmaPlan, VectorLoadsWhereAligned) {
   EXPECT_EQ(one.code.find("ts_cp16_at(ts_dsmem"), std::string::npos);
   EXPECT_EQ(one.kernels[0].launch.shared_bytes, 0u);
   EXPECT_EQ(one.code.find(", 2) tessel_"), std::string::npos);  // one block's worth of registers
+}
+
+// On sm_90a the pipeline of halves with A k-contiguous runs on wgmma:
+// 64-row warpgroups, BN 64 or 128, 64-wide K steps; everything else keeps
+// mma.sync (3xTF32, register-filled tiles, 16- and 32-row tiles, A stored
+// [K, M]).
+TEST(MmaPlan, WgmmaOnHopperPipelines) {
+  const auto wg = [](const GemmCase& c) {
+    const MmaPlan p = plan_of(c, hopper_target());
+    const MmaTiles& t = p.tiles;
+    return p.wgmma ? str_cat(t.bm, "x", t.bn, "x", t.bk, "/", t.threads(), " x", p.stages) : std::string("mma.sync");
+  };
+  EXPECT_EQ(wg({"p", DType::BF16, 1, 4096, 4096, 4096}), "128x128x64/256 x3");
+  EXPECT_EQ(wg({"p", DType::BF16, 16, 128, 768, 768}), "64x128x64/128 x4");
+  EXPECT_EQ(wg({"p", DType::F16, 192, 128, 64, 128, false, true}), "128x64x64/256 x4");  // B stored [N, K]
+  EXPECT_EQ(wg({"p", DType::F32, 1, 4096, 4096, 4096}), "mma.sync");
+  EXPECT_EQ(wg({"p", DType::BF16, 60, 50, 130, 40}), "mma.sync");        // B read per element
+  EXPECT_EQ(wg({"p", DType::BF16, 1, 128, 768, 768}), "mma.sync");       // 32-row tiles
+  EXPECT_EQ(wg({"p", DType::BF16, 1, 4096, 4096, 64, true}), "mma.sync");  // A stored [K, M]
+  EXPECT_FALSE(plan_of({"p", DType::BF16, 1, 4096, 4096, 4096}).wgmma);  // not without the flag
+  EXPECT_TRUE(arch_has_wgmma("sm_90a"));
+  EXPECT_FALSE(arch_has_wgmma("sm_90"));
+  EXPECT_FALSE(arch_has_wgmma("sm_100a"));
+  for (int64_t m : {64, 1000, 100000})
+    for (int64_t n : {64, 256})
+      for (int64_t k : {16, 300, 5000}) {
+        const MmaPlan p = plan_of({"p", DType::BF16, 1, m, n, k}, hopper_target());
+        EXPECT_LE(p.shared_bytes(), 113 * 1024);
+      }
 }
 
 TEST(MmaPlan, LoadOrderFollowsTheInnermostIndex) {
@@ -304,6 +342,29 @@ TEST(MmaNvrtc, CompilesLoweredGroups) {
   EXPECT_EQ(compile_to_cubin(src.code, hopper()).image.substr(0, 4), "\x7f" "ELF");
 }
 
+// The wgmma variants (bf16 and f16; B k-major and n-major; 64 and 128 rows
+// and columns) compile for sm_90a without local memory, and their PTX holds
+// the warpgroup instructions.
+TEST(MmaNvrtc, WgmmaCompilesForHopper) {
+  SKIP_WITHOUT_NVRTC();
+  std::vector<loop::Kernel> ks;
+  ks.push_back(gemm_case_kernel({"wg_bf16", DType::BF16, 1, 4096, 4096, 4096, false, false, true, DType::BF16}));
+  ks.push_back(gemm_case_kernel({"wg_f16_t", DType::F16, 192, 128, 64, 128, false, true}));
+  ks.push_back(gemm_case_kernel({"wg_bf16_64", DType::BF16, 16, 128, 768, 768}));
+  for (const loop::Kernel& k : ks) EXPECT_TRUE(plan_mma_gemm(contract_of(k), hopper_target()).wgmma) << k.name;
+  const CudaSource src = emit_cuda_source(ks, hopper_target());
+  const Cubin c = compile_to_cubin(src.code, hopper());
+  EXPECT_EQ(c.image.substr(0, 4), "\x7f" "ELF");
+  EXPECT_EQ(c.log.find("warning"), std::string::npos) << c.log;
+  const std::string ptx = compile_to_ptx(src.code, hopper());
+  for (const char* insn : {"wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16",
+                           "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16", "wgmma.fence.sync.aligned",
+                           "wgmma.commit_group.sync.aligned", "wgmma.wait_group.sync.aligned 0",
+                           "fence.proxy.async.shared::cta", "cp.async.cg.shared.global"})
+    EXPECT_NE(ptx.find(insn), std::string::npos) << insn;
+  EXPECT_EQ(ptx.find(".local"), std::string::npos);
+}
+
 // ---- the generated code on the host ----------------------------------------------------------
 
 std::string host_compiler() {
@@ -325,6 +386,12 @@ std::string host_source(const CudaSource& src) {
   code = replace_once(code, "asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f));", "h = ts_emu::f2h(f);");
   code = replace_once(code, "asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h));", "f = ts_emu::h2f(h);");
   code = replace_once(code, detail::mma_prelude(), "\nTS_EMU_MMA_PRELUDE\n");
+  if (code.find(detail::wgmma_prelude()) != std::string::npos)
+    code = replace_once(code, detail::wgmma_prelude(), "\nTS_EMU_WGMMA_PRELUDE\n");
+  // wgmma's stages: the emulated shared window (ts_emu::smem_addr) is this array.
+  for (size_t at; (at = code.find("extern __shared__ __align__(1024)")) != std::string::npos;)
+    code = replace_once(code, "extern __shared__ __align__(1024) unsigned char ts_dsmem[];",
+                        "static __align__(1024) unsigned char ts_dsmem[120 * 1024]; ts_emu::window = ts_dsmem;");
   // Dynamic shared memory (the cp.async pipeline): a static buffer as large
   // as the planner allows (112 KiB), shared by the fibers like __shared__.
   for (size_t at; (at = code.find("extern __shared__")) != std::string::npos;)
@@ -344,8 +411,8 @@ std::filesystem::path temp_dir(const std::string& name) {
 // outputs are overwritten with the kernel's), returning its error word; -1
 // when it could not be compiled or run.
 int run_on_host(const loop::Kernel& k, const std::map<std::string, int64_t>& syms,
-                std::vector<std::vector<uint8_t>>& bufs, const std::string& cxx) {
-  const CudaSource src = emit_cuda_source({k});
+                std::vector<std::vector<uint8_t>>& bufs, const std::string& cxx, const GemmTarget& target = {}) {
+  const CudaSource src = emit_cuda_source({k}, target);
   const LaunchGeometry& g = src.kernels[0].launch;
   const auto dim = [&](const loop::Expr& e) { return loop::eval_index(e, syms); };
   const auto dir = temp_dir(k.name);
@@ -390,13 +457,13 @@ int run_on_host(const loop::Kernel& k, const std::map<std::string, int64_t>& sym
   return error;
 }
 
-void expect_emulation_matches(const GemmCase& c) {
+void expect_emulation_matches(const GemmCase& c, const GemmTarget& target = {}) {
   const std::string cxx = host_compiler();
   if (cxx.empty()) GTEST_SKIP() << "no host C++ compiler (c++ or $CXX)";
   std::vector<std::vector<uint8_t>> bufs = gemm_case_inputs(c, 17);
   const GemmReference want = gemm_reference(c, bufs);
-  ASSERT_EQ(run_on_host(gemm_case_kernel(c), gemm_case_syms(c), bufs, cxx), 0);
-  EXPECT_EQ(compare_gemm(c, bufs[3], want), "") << plan_of(c).tiles.bm;
+  ASSERT_EQ(run_on_host(gemm_case_kernel(c), gemm_case_syms(c), bufs, cxx, target), 0);
+  EXPECT_EQ(compare_gemm(c, bufs[3], want), "") << plan_of(c, target).tiles.bm;
 }
 
 // Two M tiles, two N tiles, three K tiles (the last partial), two batch
@@ -436,6 +503,29 @@ TEST(MmaEmulation, HeadsJoinedIntoKAndNarrowN) {
   EXPECT_TRUE(p.async_copy);
   EXPECT_EQ(p.tiles.bn, 64);
   expect_emulation_matches(c);
+}
+
+// wgmma (sm_90a) through the emulated warpgroup instruction, which reads
+// its operands from shared memory through the descriptors and the 128-byte
+// swizzle as the PTX ISA defines them: two warpgroups with B n-major (128 x
+// 128, bias + relu, bf16 out) and k-major (128 x 64, f16), one warpgroup
+// (64 x 128, 64 x 64); edges in M, N and K (the last K tile partial),
+// stages refilled (K = 600: 10 tiles through 3 stages), batches. A machine
+// of 4 multiprocessors (fill_blocks) keeps the grids small.
+TEST(MmaEmulation, Wgmma) {
+  const std::vector<GemmCase> cases = {
+      {"emu_wg_128x128", DType::BF16, 2, 130, 136, 600, false, false, true, DType::BF16, false},
+      {"emu_wg_128x64_t", DType::F16, 4, 70, 64, 96, false, true, false, DType::F32, false},
+      {"emu_wg_64x128", DType::BF16, 2, 60, 136, 72, false, false, false, DType::F32, false},
+      {"emu_wg_64x64_t", DType::BF16, 4, 40, 56, 24, false, true, true, DType::F32, false},
+  };
+  const std::vector<std::string> tiles = {"128x128", "128x64", "64x128", "64x64"};
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const MmaPlan p = plan_of(cases[i], hopper_target(4));
+    ASSERT_TRUE(p.wgmma) << cases[i].name;
+    EXPECT_EQ(str_cat(p.tiles.bm, "x", p.tiles.bn), tiles[i]) << cases[i].name;
+    expect_emulation_matches(cases[i], hopper_target(4));
+  }
 }
 
 // Both operands transposed (the other load orders), f16, the 64-row tiles.

@@ -239,6 +239,67 @@ inline void ldmatrix(int count, bool trans, unsigned* d, const void* row) {
   syncwarp();
 }
 
+// ---- shared-memory addresses and wgmma.mma_async (sm_90a) ----
+// The dynamic shared memory is a static array (`window`); its shared-window
+// address is its offset + 16, so that the kernel's realignment to 1024 bytes
+// is exercised (a real window address is 16-byte aligned, no more is promised).
+inline unsigned char* window = nullptr;
+inline unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(static_cast<const unsigned char*>(p) - window) + 16u;
+}
+
+// A 16-bit element of a matrix descriptor's operand at byte address `a` of
+// the window, through the 128-byte swizzle (PTX ISA, "Shared Memory Matrix
+// Layout": Swizzle<3,4,3> on byte addresses: bits 4-6 xor bits 7-9).
+inline unsigned short swizzled_half(unsigned a) {
+  const unsigned phys = a ^ (((a >> 7) & 7u) << 4);
+  unsigned short h;
+  std::memcpy(&h, window + (phys - 16u), 2);
+  return h;
+}
+
+struct Descriptor {
+  unsigned start, lbo, sbo;
+};
+inline Descriptor decode(unsigned long long d) {
+  if ((d >> 62) != 1) {
+    std::fprintf(stderr, "ts_emu: wgmma descriptor without the 128-byte swizzle\n");
+    std::exit(4);
+  }
+  return {static_cast<unsigned>(d & 0x3fffu) << 4, static_cast<unsigned>((d >> 16) & 0x3fffu) << 4,
+          static_cast<unsigned>((d >> 32) & 0x3fffu) << 4};
+}
+
+// wgmma.mma_async.sync.aligned.m64nNk16.f32.{bf16,f16}, A and B from shared
+// memory, scale-d 1: D[m][n] += sum_k A[m][k] B[k][n] over k < 16. Canonical
+// 128-byte swizzled layouts in 16-bit elements (T = 8):
+//   K-major (A; B with trans_b 0): ((8, m), (T, 2k)) : ((8T, SBO), (1, T)):
+//     row r at (r / 8) SBO + (r % 8) 128 bytes, k contiguous;
+//   N-major (B with trans_b 1): ((T, 8, m), (8, k)) : ((1, T, LBO), (8T, SBO)):
+//     column n at (n / 64) LBO + 2 (n % 64), k at (k / 8) SBO + (k % 8) 128.
+// Accumulators (PTX ISA, "Matrix Fragments for wgmma .m64nNk16"): warp w of
+// the warpgroup, lane (g = lane / 4, t = lane % 4), register 4 j + i holds
+// row 16 w + g + 8 (i / 2), column 8 j + 2 t + i % 2. Every thread reads
+// the operands from shared memory itself: no rendezvous is needed.
+inline void wgmma(bool bf16, int n, int trans_b, float* d, unsigned long long da, unsigned long long db) {
+  const Descriptor a = decode(da), b = decode(db);
+  const auto value = [&](unsigned short h) { return bf16 ? bf16_value(h) : h2f(h); };
+  const auto A = [&](unsigned m, unsigned k) { return value(swizzled_half(a.start + m / 8 * a.sbo + m % 8 * 128 + 2 * k)); };
+  const auto B = [&](unsigned k, unsigned c) {
+    const unsigned at = trans_b ? b.start + c / 64 * b.lbo + 2 * (c % 64) + k / 8 * b.sbo + k % 8 * 128
+                                : b.start + c / 8 * b.sbo + c % 8 * 128 + 2 * k;
+    return value(swizzled_half(at));
+  };
+  const unsigned w = (threadIdx.x >> 5) & 3u, lane = threadIdx.x & 31u, g = lane >> 2, t = lane & 3u;
+  for (int j = 0; j < n / 8; ++j)
+    for (unsigned i = 0; i < 4; ++i) {
+      const unsigned row = 16 * w + g + 8 * (i / 2), col = 8 * j + 2 * t + i % 2;
+      double s = d[4 * j + i];
+      for (unsigned k = 0; k < 16; ++k) s += static_cast<double>(A(row, k)) * B(k, col);
+      d[4 * j + i] = static_cast<float>(s);
+    }
+}
+
 inline int atomic_cas(int* p, int expected, int desired) {
   const int old = *p;
   if (old == expected) *p = desired;
@@ -294,6 +355,27 @@ inline int atomicCAS(int* p, int expected, int desired) { return ts_emu::atomic_
   inline void ts_cp16_at(unsigned char* base, unsigned off, const void* gmem, bool full) {              \
     ts_cp16(base + off, gmem, full);                                                                    \
   }                                                                                                     \
+  inline unsigned ts_smem_addr(const void* p) { return ts_emu::smem_addr(p); }                          \
   inline void ts_cp_commit() {}                                                                         \
   template <int N>                                                                                      \
   inline void ts_cp_wait() {}
+
+// What codegen/cuda's wgmma prelude defines, on the host: the fences and
+// group waits are no-ops (each wgmma completes when it is issued).
+#define TS_EMU_WGMMA_HELPER(type, n, tb)                                                          \
+  inline void ts_wgmma_##type##_n##n##_t##tb(float* d, unsigned long long a, unsigned long long b) { \
+    ts_emu::wgmma(#type[0] == 'b', n, tb, d, a, b);                                              \
+  }
+#define TS_EMU_WGMMA_PRELUDE                                                                     \
+  inline void ts_fence_async_smem() {}                                                           \
+  inline void ts_wgmma_fence() {}                                                                \
+  inline void ts_wgmma_commit() {}                                                               \
+  inline void ts_wgmma_wait0() {}                                                                \
+  TS_EMU_WGMMA_HELPER(bf16, 64, 0)                                                               \
+  TS_EMU_WGMMA_HELPER(bf16, 64, 1)                                                               \
+  TS_EMU_WGMMA_HELPER(bf16, 128, 0)                                                              \
+  TS_EMU_WGMMA_HELPER(bf16, 128, 1)                                                              \
+  TS_EMU_WGMMA_HELPER(f16, 64, 0)                                                                \
+  TS_EMU_WGMMA_HELPER(f16, 64, 1)                                                                \
+  TS_EMU_WGMMA_HELPER(f16, 128, 0)                                                               \
+  TS_EMU_WGMMA_HELPER(f16, 128, 1)

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "tessel/codegen/cuda/driver_api.h"
+#include "tessel/codegen/cuda/mma_gemm.h"
 #include "tessel/codegen/cuda/nvrtc.h"
 #include "tessel/loop/verifier.h"
 #include "tessel/lower/lower_gpu.h"
@@ -37,7 +38,7 @@ std::unique_ptr<CudaCompiledModel> compile_cuda_kernels(const Model& m, const st
   c->arch = arch.empty() ? default_cuda_arch() : arch;
   {
     PhaseTimer t("emit CUDA C++");
-    c->source = cuda::emit_cuda_source(c->lowered.unique_kernels);
+    c->source = cuda::emit_cuda_source(c->lowered.unique_kernels, cuda::gemm_target_for(c->arch));
   }
   if (!c->lowered.unique_kernels.empty()) {
     PhaseTimer t("NVRTC");
@@ -91,12 +92,15 @@ std::unique_ptr<CudaCompiledModel> compile_for_cuda(const Model& m, const Driver
   return c;
 }
 
-std::string emit_cuda(const Model& m) { return cuda::emit_cuda_source(lower_for_cuda(m).unique_kernels).code; }
+std::string emit_cuda(const Model& m, const std::string& arch) {
+  const std::string a = arch.empty() ? default_cuda_arch() : arch;
+  return cuda::emit_cuda_source(lower_for_cuda(m).unique_kernels, cuda::gemm_target_for(a)).code;
+}
 
 std::string emit_ptx(const Model& m, const std::string& arch) {
   cuda::NvrtcOptions o;
   o.arch = arch.empty() ? default_cuda_arch() : arch;
-  return cuda::compile_to_ptx(emit_cuda(m), o);
+  return cuda::compile_to_ptx(emit_cuda(m, o.arch), o);
 }
 
 void check_cuda_usable() {

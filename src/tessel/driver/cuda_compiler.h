@@ -44,8 +44,9 @@ std::unique_ptr<CudaCompiledModel> compile_cuda_kernels(const Model& m, const st
 // Throws one clear error where there is no usable GPU. `m` must outlive it.
 std::unique_ptr<CudaCompiledModel> compile_for_cuda(const Model& m, const DriverOptions& o);
 
-// Text forms for `tessel inspect --emit cuda|ptx`; arch "" = default_cuda_arch().
-std::string emit_cuda(const Model& m);
+// Text forms for `tessel inspect --emit cuda|ptx`; arch "" = default_cuda_arch()
+// (the CUDA source depends on it: wgmma GEMMs for sm_90a).
+std::string emit_cuda(const Model& m, const std::string& arch);
 std::string emit_ptx(const Model& m, const std::string& arch);
 
 // Throws, saying what is missing, when --target cuda cannot run here (no

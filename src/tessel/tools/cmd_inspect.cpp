@@ -53,7 +53,7 @@ MemoryPlan plan_for(const Model& m, const std::map<std::string, int64_t>& bindin
 // or PTX (for cuda_arch, or the device's). Groups and loop IR are those of
 // target `t`'s lowering.
 std::string emit_stage(const Model& m, const std::string& emit, const std::string& cuda_arch, Target t) {
-  if (emit == "cuda") return emit_cuda(m);
+  if (emit == "cuda") return emit_cuda(m, cuda_arch);
   if (emit == "ptx") return emit_ptx(m, cuda_arch);
   TS_CHECK(t != Target::Cuda || (emit != "llvm" && emit != "asm"), "--emit ", emit,
            " shows CPU code; with --target cuda use --emit cuda or ptx");

@@ -152,14 +152,14 @@ std::vector<const StmtNode*> contracts_in(const Stmt& body) {
 // lets, allocations, asserts and local stores, which every thread runs.
 class KernelWriter final : public CodeSink {
  public:
-  explicit KernelWriter(const loop::Kernel& k) : k_(k), syms_(k.syms.begin(), k.syms.end()) {}
+  KernelWriter(const loop::Kernel& k, const GemmTarget& gemm) : k_(k), syms_(k.syms.begin(), k.syms.end()), gemm_(gemm) {}
 
   std::string write(KernelSource* info) {
     info->kernel_name = k_.name;
     info->symbol = kernel_symbol(k_.name);
     const std::vector<const StmtNode*> contracts = contracts_in(k_.body);
     TS_CHECK(contracts.size() <= 1, "cuda codegen: kernel ", k_.name, " holds more than one contract statement");
-    if (!contracts.empty()) mma_ = plan_mma_gemm(*contracts[0]);
+    if (!contracts.empty()) mma_ = plan_mma_gemm(*contracts[0], gemm_);
     std::string sig = "extern \"C\" __global__ void ";
     if (mma_) {
       sig += str_cat("__launch_bounds__(", mma_->tiles.threads(),
@@ -429,6 +429,7 @@ class KernelWriter final : public CodeSink {
   int serial_loops_ = 0;
   int if_depth_ = 0;
   std::optional<MmaPlan> mma_;  // the kernel is a tensor-core GEMM
+  GemmTarget gemm_;
   bool in_epilogue_ = false;
   std::set<ForKind> axes_;
   LaunchGeometry launch_;
@@ -440,12 +441,13 @@ class KernelWriter final : public CodeSink {
 
 std::string kernel_symbol(const std::string& kernel_name) { return "tessel_" + detail::mangle(kernel_name); }
 
-CudaSource emit_cuda_source(const std::vector<loop::Kernel>& kernels) {
+CudaSource emit_cuda_source(const std::vector<loop::Kernel>& kernels, const GemmTarget& gemm) {
   CudaSource src;
   std::string code = detail::prelude();
   for (const loop::Kernel& k : kernels) {
     if (detail::contracts_in(k.body).empty()) continue;
     code += detail::mma_prelude();
+    if (gemm.wgmma) code += detail::wgmma_prelude();
     break;
   }
   for (const loop::Kernel& k : kernels) {
@@ -457,7 +459,7 @@ CudaSource emit_cuda_source(const std::vector<loop::Kernel>& kernels) {
   for (const loop::Kernel& k : kernels) {
     loop::verify(k, loop::Target::Cuda);
     KernelSource info;
-    code += "\n" + detail::KernelWriter(k).write(&info);
+    code += "\n" + detail::KernelWriter(k, gemm).write(&info);
     TS_CHECK(symbols.insert(info.symbol).second, "cuda codegen: two kernels named ", k.name);
     src.kernels.push_back(std::move(info));
   }

@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "tessel/codegen/cuda/mma_gemm.h"
 #include "tessel/loop/ir.h"
 
 namespace tessel::cuda {
@@ -58,7 +59,9 @@ struct CudaSource {
 // Throws tessel::Error for kernels the backend cannot take (the verifier's
 // Target::Cuda rules, GPU loops nested in other loops or repeated, launch
 // extents over loop variables, unexpanded transcendental calls).
-CudaSource emit_cuda_source(const std::vector<loop::Kernel>& kernels);
+// `gemm`: what GEMM schedules know of the device (mma_gemm.h); with
+// gemm.wgmma the source compiles for sm_90a only.
+CudaSource emit_cuda_source(const std::vector<loop::Kernel>& kernels, const GemmTarget& gemm = {});
 
 // The extern "C" name of a kernel: its name with characters outside
 // [A-Za-z0-9] escaped, so distinct names stay distinct.

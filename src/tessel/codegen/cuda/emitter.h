@@ -63,6 +63,9 @@ class CodeSink {
 // The helpers of GEMM kernels (mma.sync wrappers, tf32 splitting), emitted
 // once after the prelude when a kernel holds a Contract statement.
 const char* mma_prelude();
+// The wgmma helpers (MmaPlan::wgmma), emitted after mma_prelude() when a
+// kernel uses them: only an sm_90a cubin can hold them.
+const std::string& wgmma_prelude();
 
 // Writes a Contract statement as the tensor-core GEMM of `plan` (see
 // mma_gemm.h) and returns the kernel's launch geometry. Its extents may use

@@ -2,6 +2,7 @@
 
 #include <climits>
 
+#include "tessel/codegen/cuda/mma_gemm.h"
 #include "tessel/codegen/cuda/nvrtc.h"
 #include "tessel/loop/eval.h"
 #include "tessel/support/error.h"
@@ -31,7 +32,10 @@ size_t buffer_bytes(const loop::Buffer& b, const std::map<std::string, int64_t>&
 }  // namespace
 
 GpuKernels::GpuKernels(std::vector<loop::Kernel> kernels, const std::string& cache_dir)
-    : kernels_(std::move(kernels)), source_(emit_cuda_source(kernels_)) {
+    : GpuKernels(std::move(kernels), gemm_target_for(device_arch()), cache_dir) {}
+
+GpuKernels::GpuKernels(std::vector<loop::Kernel> kernels, const GemmTarget& gemm, const std::string& cache_dir)
+    : kernels_(std::move(kernels)), source_(emit_cuda_source(kernels_, gemm)) {
   NvrtcOptions o;
   o.arch = device_arch();
   o.cache_dir = cache_dir;

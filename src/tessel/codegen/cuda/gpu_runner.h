@@ -20,7 +20,9 @@ class GpuKernels {
  public:
   // Emits, compiles (NVRTC, for device 0's architecture; cached under
   // cache_dir when set) and loads. Kernels must have their GPU schedule.
+  // GEMMs are planned for the device (gemm_target_for), or for `gemm`.
   explicit GpuKernels(std::vector<loop::Kernel> kernels, const std::string& cache_dir = "");
+  GpuKernels(std::vector<loop::Kernel> kernels, const GemmTarget& gemm, const std::string& cache_dir = "");
 
   // Runs kernel `name` as loop::run_kernel would: `buffers` are host memory
   // (every param is copied to the device, outputs are copied back), `syms`

@@ -25,6 +25,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <vector>
@@ -87,11 +88,6 @@ bool k_contiguous(const Expr& operand, const std::string& k, const std::string& 
   return fallback;
 }
 
-// At least this many blocks, when the sizes are known, before a bigger tile
-// is worth its reuse: about one block per multiprocessor of a large GPU (the
-// H100 and H200 have 132). A 128 x 768 GEMM (BERT at batch 1) in 128 x 128
-// tiles is 6 blocks, 5% of the machine.
-constexpr int64_t kMinBlocks = 120;
 
 MmaTiles make_tiles(int bm, int bn, int warps_m, int warps_n, int bk) {
   MmaTiles t;
@@ -145,12 +141,13 @@ int64_t stage_bytes(const MmaTiles& t, MmaPrecision p, OperandLoad b_load) {
 // an H100/H200 multiprocessor has, so two blocks can share one.
 constexpr int64_t kMaxPipelineShared = 112 * 1024;
 
-// The first candidate tile that still gives kMinBlocks blocks (the smallest
+// The first candidate tile that still gives `fill` blocks (the smallest
 // when none does; the largest when a size is unknown). Halves take 64-wide K
 // steps when K is long and the stages fit (two in 48 KiB of static shared
 // memory, or the pipeline's in kMaxPipelineShared): half as many round trips
 // to memory per output tile.
-MmaTiles tiles_for(int64_t batch, int64_t m, int64_t n, int64_t k, MmaPrecision p, OperandLoad b_load, bool async) {
+MmaTiles tiles_for(int64_t batch, int64_t m, int64_t n, int64_t k, MmaPrecision p, OperandLoad b_load, bool async,
+                   int64_t fill) {
   const bool halves = p != MmaPrecision::Tf32x3;
   const std::vector<MmaTiles> all = tile_candidates(m, n, halves ? 32 : 16, async);
   MmaTiles t = all.front();
@@ -158,7 +155,7 @@ MmaTiles tiles_for(int64_t batch, int64_t m, int64_t n, int64_t k, MmaPrecision 
     t = all.back();
     for (const MmaTiles& c : all) {
       const int64_t blocks = batch * ((m + c.bm - 1) / c.bm) * ((n + c.bn - 1) / c.bn);
-      if (blocks >= kMinBlocks) {
+      if (blocks >= fill) {
         t = c;
         break;
       }
@@ -229,12 +226,47 @@ bool vectorizable(const loop::ExprNode& load, const std::string& vec, const Expr
 // warp's 8 rows at strides of 8 mod 32 words: distinct banks per half warp).
 static int64_t epilogue_tile_bytes(const MmaTiles& t) { return int64_t{t.bm} * (t.bn + 8) * 4; }
 
+// A wgmma stage: A and B as unpadded 128-byte rows (the swizzle spreads them
+// over the banks).
+static int64_t wgmma_stage_bytes(const MmaTiles& t) { return int64_t{t.bm + t.bn} * t.bk * 2; }
+
 int64_t MmaPlan::shared_bytes() const {
+  if (wgmma) {
+    // + 1 KiB so that the kernel can start its tiles at a 1024-byte boundary
+    // (the swizzle atoms' alignment), wherever the dynamic memory starts.
+    return std::max(stages * wgmma_stage_bytes(tiles), epilogue_tile_bytes(tiles)) + 1024;
+  }
   const int64_t pipeline = stages * stage_bytes(tiles, precision, b_load);
   return async_copy ? std::max(pipeline, epilogue_tile_bytes(tiles)) : pipeline;
 }
 
-MmaPlan plan_mma_gemm(const loop::StmtNode& s) {
+bool arch_has_wgmma(const std::string& arch) { return arch == "sm_90a"; }
+
+bool use_wgmma_for(const std::string& arch) {
+  const char* env = std::getenv("TESSEL_CUDA_WGMMA");
+  return arch_has_wgmma(arch) && !(env && std::string(env) == "0");
+}
+
+GemmTarget gemm_target_for(const std::string& arch) {
+  GemmTarget t;
+  t.wgmma = use_wgmma_for(arch);
+  return t;
+}
+
+// The pipeline's tile on wgmma: BM 64 or 128 rows (one or two warpgroups),
+// BN 64 or 128, BK 64; stages as many as fit kMaxPipelineShared.
+static bool use_wgmma(MmaPlan& p) {
+  const MmaTiles& t = p.tiles;
+  if (!p.async_copy || p.precision == MmaPrecision::Tf32x3 || p.a_load != OperandLoad::VectorK ||
+      (t.bm != 64 && t.bm != 128) || (t.bn != 64 && t.bn != 128))
+    return false;
+  p.wgmma = true;
+  p.tiles = make_tiles(t.bm, t.bn, t.bm / 16, 1, 64);
+  for (p.stages = 4; p.stages > 2 && p.shared_bytes() > kMaxPipelineShared + 1024;) --p.stages;
+  return true;
+}
+
+MmaPlan plan_mma_gemm(const loop::StmtNode& s, const GemmTarget& target) {
   const loop::ContractView c = loop::contract_parts(s);
   MmaPlan p;
   if (exact_in(c.a, DType::BF16) && exact_in(c.b, DType::BF16)) {
@@ -262,10 +294,11 @@ MmaPlan plan_mma_gemm(const loop::StmtNode& s) {
   };
   p.async_copy = p.a_load != OperandLoad::Elements && p.b_load != OperandLoad::Elements;
   p.tiles = tiles_for(known(c.batch_extent), known(c.m), known(c.n), known(c.k_extent), p.precision, p.b_load,
-                      p.async_copy);
+                      p.async_copy, target.fill_blocks);
   if (p.async_copy) {
-    for (p.stages = 4; p.stages > 2 && p.shared_bytes() > kMaxPipelineShared;) --p.stages;
     p.min_blocks = 2;
+    if (target.wgmma && use_wgmma(p)) return p;
+    for (p.stages = 4; p.stages > 2 && p.shared_bytes() > kMaxPipelineShared;) --p.stages;
   }
   return p;
 }
@@ -346,6 +379,42 @@ template <int N> TS_D void ts_cp_wait() { asm volatile("cp.async.wait_group %0;"
 )";
 }
 
+// One wgmma.mma_async.m64nNk16 with f32 accumulators d[0 .. N / 2) and both
+// operands in shared memory, A K-major (imm-trans-a = 0), B K-major
+// (trans_b = 0) or N-major (1), scaled by 1 and added to d (scale-d = 1).
+static std::string wgmma_helper(int n, const char* type, int trans_b) {
+  const int regs = n / 2;
+  std::string operands, outs;
+  for (int i = 0; i < regs; ++i) {
+    operands += str_cat(i ? ", " : "", "%", i);
+    outs += str_cat(i ? ", " : "", "\"+f\"(d[", i, "])");
+  }
+  return str_cat("TS_D void ts_wgmma_", type, "_n", n, "_t", trans_b,
+                 "(float* d, unsigned long long a, unsigned long long b) {\n",
+                 "  asm volatile(\"{ .reg .pred p; setp.ne.b32 p, %", regs + 2, ", 0; wgmma.mma_async.sync.aligned.m64n",
+                 n, "k16.f32.", type, ".", type, " {", operands, "}, %", regs, ", %", regs + 1,
+                 ", p, 1, 1, 0, ", trans_b, "; }\"\n      : ", outs, "\n      : \"l\"(a), \"l\"(b), \"r\"(1) : \"memory\");\n}\n");
+}
+
+const std::string& wgmma_prelude() {
+  static const std::string text = [] {
+    std::string t = R"(
+// ---- Hopper warpgroup GEMM helpers (codegen/cuda/mma_gemm.h, sm_90a) ----
+// Shared memory written by the generic proxy (cp.async included) must be
+// fenced before the async proxy (wgmma) reads it.
+TS_D void ts_fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+TS_D void ts_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+TS_D void ts_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+TS_D void ts_wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
+)";
+    for (const char* type : {"bf16", "f16"})
+      for (int n : {64, 128})
+        for (int trans_b : {0, 1}) t += wgmma_helper(n, type, trans_b);
+    return t;
+  }();
+  return text;
+}
+
 namespace {
 
 // Writes one GEMM kernel body (see mma_gemm.h for the structure).
@@ -373,6 +442,7 @@ class MmaWriter {
   MmaWriter(const loop::StmtNode& s, const MmaPlan& p, CodeSink& out)
       : c_(loop::contract_parts(s)), p_(p), t_(p.tiles), out_(out) {
     halves_ = p.precision != MmaPrecision::Tf32x3;
+    sm_ = p.wgmma ? "ts_sm" : "ts_dsmem";
     kpack_ = halves_ ? 2 : 1;
     units_per_row_ = t_.bk / kpack_;
     row_units_ = halves_ ? t_.bk / 2 + 4 : t_.bk + 4;
@@ -404,7 +474,8 @@ class MmaWriter {
     out_.indent(1);
     line(str_cat("// ", mma_precision_name(p_.precision), " tensor-core GEMM: block tile ", t_.bm, "x", t_.bn, "x",
                  t_.bk, ", ", t_.warps_m, "x", t_.warps_n, " warps",
-                 p_.async_copy ? str_cat(", ", p_.stages, "-stage cp.async pipeline") : ""));
+                 p_.async_copy ? str_cat(", ", p_.stages, "-stage cp.async pipeline") : "",
+                 p_.wgmma ? ", wgmma on 128-byte swizzled tiles" : ""));
     line(str_cat("const long long ts_B = ", ex.emit(c_.batch_extent), ", ts_M = ", ex.emit(c_.m),
                  ", ts_N = ", ex.emit(c_.n), ", ts_K = ", ex.emit(c_.k_extent), ";"));
     line(str_cat("const long long ts_tiles_m = (ts_M + ", t_.bm - 1, "ll) / ", t_.bm, "ll;"));
@@ -443,6 +514,28 @@ class MmaWriter {
                                                                  : str_cat("[", t_.bn, "][", row_units_, "]");
     const char* b_elem = b_.how == OperandLoad::VectorRows ? "unsigned short" : elem;
     const std::string a_dims = str_cat("[", t_.bm, "][", row_units_, "]");
+    if (p_.wgmma) {
+      // The tiles start at a 1024-byte boundary of the shared window: the
+      // swizzle is a function of the address bits (4-6 xor 7-9), so every
+      // 8-row atom must start at such a boundary.
+      line("extern __shared__ __align__(1024) unsigned char ts_dsmem[];");
+      line("unsigned char* const ts_sm = ts_dsmem + ((1024u - (ts_smem_addr(ts_dsmem) & 1023u)) & 1023u);");
+      line("const unsigned ts_sm_addr = ts_smem_addr(ts_sm);");
+      // Matrix descriptors (PTX ISA, "Matrix Descriptor Format"): start
+      // address >> 4 (bits 0-13), leading byte offset >> 4 (bits 16-29),
+      // stride byte offset >> 4 (bits 32-45), swizzle mode 1 = 128 bytes
+      // (bits 62-63). K-major: the stride is 1024 bytes between 8-row
+      // groups; the leading offset is unused (1 by convention). N-major (B
+      // stored [K, N]): 64-column blocks of BK rows, the leading offset
+      // between blocks (BK * 128 bytes), the stride between groups of 8 k.
+      line("auto ts_wdesc = [](unsigned a) { return (unsigned long long)((a & 0x3FFFFu) >> 4) | (1ull << 16) | "
+           "(64ull << 32) | (1ull << 62); };");
+      if (b_.how == OperandLoad::VectorRows) {
+        line(str_cat("auto ts_wdesc_n = [](unsigned a) { return (unsigned long long)((a & 0x3FFFFu) >> 4) | (",
+                     t_.bk * 128 / 16, "ull << 16) | (64ull << 32) | (1ull << 62); };"));
+      }
+      return;
+    }
     if (!p_.async_copy) {
       line(str_cat("__shared__ __align__(16) ", elem, " ts_As[2]", a_dims, ";"));
       line(str_cat("__shared__ __align__(16) ", b_elem, " ", b_.smem, "[2]", b_dims, ";"));
@@ -514,6 +607,7 @@ class MmaWriter {
     line("for (long long ts_kt = 0; ts_kt < ts_ktiles; ++ts_kt) {");
     out_.indent(1);
     line(str_cat("ts_cp_wait<", S - 2, ">();"));
+    if (p_.wgmma) line("ts_fence_async_smem();");
     line("__syncthreads();");
     line(str_cat("if (ts_kt + ", S - 1, " < ts_ktiles) {"));
     out_.indent(1);
@@ -662,6 +756,14 @@ class MmaWriter {
   };
   SharedLayout shared_layout(const Side& x) const {
     SharedLayout l;
+    if (p_.wgmma) {
+      // 128-byte rows: [rows][BK] (K-major), or [BN / 64][BK][64] (N-major).
+      l.row = 128;
+      l.stage = x.rows * t_.bk * 2;
+      l.per_row = x.how == OperandLoad::VectorRows ? x.rows / 8 : t_.bk / 8;
+      l.start = &x == &a_ ? 0 : p_.stages * t_.bm * t_.bk * 2;
+      return l;
+    }
     if (x.how == OperandLoad::VectorRows) {
       l.row = int64_t{t_.bn + 8} * 2;
       l.stage = t_.bk * l.row;
@@ -689,8 +791,20 @@ class MmaWriter {
     const SharedLayout l = shared_layout(x);
     TS_CHECK(t_.threads() % l.per_row == 0, "cuda mma: a tile row's vectors do not divide the threads");
     const std::string p = str_cat(x.reg, "p");
-    line(str_cat("const unsigned ", x.reg, "s = ", l.start, "u + (unsigned)(ts_tid / ", l.per_row, ") * ", l.row,
-                 "u + (unsigned)(ts_tid % ", l.per_row, ") * 16u;"));
+    if (p_.wgmma) {
+      // 128-byte swizzle: chunk c of row r at chunk c ^ (r % 8), the row's
+      // chunk cn = ts_tid % per_row in 64-column block cn / 8 (N-major B;
+      // always 0 for K-major rows of 8 chunks). This thread's rows are
+      // ts_tid / per_row + q * rows_per_q, all the same mod 8 (rows_per_q is
+      // a multiple of 8), so its offsets differ by whole rows.
+      TS_CHECK(t_.threads() / l.per_row % 8 == 0, "cuda wgmma: a thread's rows differ mod 8");
+      line(str_cat("const unsigned ", x.reg, "s = ", l.start, "u + (unsigned)(ts_tid % ", l.per_row, " / 8) * ",
+                   t_.bk * 128, "u + (unsigned)(ts_tid / ", l.per_row, ") * 128u + (unsigned)((ts_tid % ", l.per_row,
+                   " % 8) ^ ((ts_tid / ", l.per_row, ") & 7)) * 16u;"));
+    } else {
+      line(str_cat("const unsigned ", x.reg, "s = ", l.start, "u + (unsigned)(ts_tid / ", l.per_row, ") * ", l.row,
+                   "u + (unsigned)(ts_tid % ", l.per_row, ") * 16u;"));
+    }
     if (!x.k_stride) return;  // copy_tiles evaluates the whole index per K step
     line(str_cat("const ", detail::storage_type(load.buffer->dtype), "* ", p, "[", x.units, "];"));
     loop_nest({{"ts_q", x.units}}, [&] {
@@ -728,7 +842,7 @@ class MmaWriter {
         const std::string guard =
             first + t_.threads() <= x->vectors ? "" : str_cat("if (ts_tid < ", x->vectors - first, ") ");
         if (x->k_stride) {
-          line(str_cat(guard, "ts_cp16_at(ts_dsmem, ", dst, ", ", in, " ? ", x->reg, "p[", q, "] + ts_ko : ",
+          line(str_cat(guard, "ts_cp16_at(", sm_, ", ", dst, ", ", in, " ? ", x->reg, "p[", q, "] + ts_ko : ",
                        buffer_name(load.buffer->name), ", ", in, ");"));
           continue;
         }
@@ -737,7 +851,7 @@ class MmaWriter {
         line(str_cat("const int ts_q = ", q, ";"));
         vector_position(*x);
         const std::string src = vector_source(*x);
-        line(str_cat("ts_cp16_at(ts_dsmem, ", dst, ", ", src, ", ", in, ");"));
+        line(str_cat("ts_cp16_at(", sm_, ", ", dst, ", ", src, ", ", in, ");"));
         out_.indent(-1);
         line("}");
       }
@@ -772,6 +886,7 @@ class MmaWriter {
 
   // The warp's mmas over shared stage ts_s.
   void compute() {
+    if (p_.wgmma) return wgmma_compute();
     const int ksteps = halves_ ? 16 : 8;  // k per mma
     const int step_units = ksteps / kpack_;  // shared units (words or floats) per mma step
     // Column offsets of the fragments within one step: halves: words t and
@@ -811,6 +926,35 @@ class MmaWriter {
           break;
       }
     });
+    out_.indent(-1);
+    line("}");
+  }
+
+  // The warpgroup's wgmmas over shared stage ts_s: its 64 rows of A (warps
+  // 4 w .. 4 w + 3 of the block are warpgroup w) times all BN rows of B, one
+  // wgmma per 16 k (32 bytes into each 128-byte row: the descriptor's start
+  // moves, the swizzle follows from the address bits). Committed and waited
+  // for at once, so the stage is free again at the next __syncthreads.
+  void wgmma_compute() {
+    const SharedLayout la = shared_layout(a_), lb = shared_layout(b_);
+    line("{");
+    out_.indent(1);
+    line(str_cat("const unsigned ts_da = ts_sm_addr + (unsigned)ts_s * ", la.stage, "u + (unsigned)(ts_warp >> 2) * ",
+                 64 * la.row, "u;"));
+    line(str_cat("const unsigned ts_db = ts_sm_addr + ", lb.start, "u + (unsigned)ts_s * ", lb.stage, "u;"));
+    line("ts_wgmma_fence();");
+    line("#pragma unroll");
+    line(str_cat("for (int ts_kk = 0; ts_kk < ", t_.bk / 16, "; ++ts_kk) {"));
+    out_.indent(1);
+    // A k16 step is 32 bytes into a K-major row, or 16 rows of 128 bytes of an N-major tile.
+    const bool n_major = b_.how == OperandLoad::VectorRows;
+    line(str_cat("ts_wgmma_", p_.precision == MmaPrecision::Bf16 ? "bf16" : "f16", "_n", t_.bn, "_t", n_major ? 1 : 0,
+                 "(&ts_acc[0][0][0], ts_wdesc(ts_da + ts_kk * 32u), ",
+                 n_major ? "ts_wdesc_n(ts_db + ts_kk * 2048u)" : "ts_wdesc(ts_db + ts_kk * 32u)", ");"));
+    out_.indent(-1);
+    line("}");
+    line("ts_wgmma_commit();");
+    line("ts_wgmma_wait0();");
     out_.indent(-1);
     line("}");
   }
@@ -856,7 +1000,7 @@ class MmaWriter {
   // stores of a warp are now 32 consecutive elements of a row.
   void shared_epilogue() {
     const int ld = t_.bn + 8;
-    line(str_cat("float (*ts_Cs)[", ld, "] = reinterpret_cast<float (*)[", ld, "]>(ts_dsmem);"));
+    line(str_cat("float (*ts_Cs)[", ld, "] = reinterpret_cast<float (*)[", ld, "]>(", sm_, ");"));
     loop_nest({{"ts_mt", mt_}, {"ts_nt", nt_}, {"ts_h", 2}}, [&] {
       line(str_cat("*(ts_f2*)&ts_Cs[ts_wm * ", wm_, " + ts_mt * 16 + ts_g + ts_h * 8][ts_wn * ", wn_,
                    " + ts_nt * 8 + ts_t * 2] = ts_f2{ts_acc[ts_mt][ts_nt][2 * ts_h], ts_acc[ts_mt][ts_nt][2 * ts_h + 1]};"));
@@ -889,6 +1033,7 @@ class MmaWriter {
   const MmaTiles& t_;
   CodeSink& out_;
   bool halves_ = false;
+  const char* sm_ = "ts_dsmem";  // the byte array the pipeline's stages are offsets into
   int kpack_ = 1, units_per_row_ = 0, row_units_ = 0, wm_ = 0, wn_ = 0, mt_ = 0, nt_ = 0;
   Side a_, b_;
 };

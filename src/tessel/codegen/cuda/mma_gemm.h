@@ -31,6 +31,18 @@
 //     acc += a_small b_big + a_big b_small + a_big b_big, which keeps about
 //     21 of f32's 24 bits per product (docs/codegen_cuda.md has the bound).
 //     Never one TF32 pass: that keeps 11 bits.
+//
+// wgmma (Hopper, MmaPlan::wgmma), for the cp.async pipeline of halves with
+// both operands k-contiguous: each warpgroup (4 warps, 128 threads) multiplies
+// its 64 rows of A by the whole BN columns of B with
+// wgmma.mma_async.m64n{BN}k16, both operands read from shared memory through
+// matrix descriptors. The tiles are stored in the 128-byte swizzled K-major
+// layout: row r of a tile is 128 bytes (64 k), its 16-byte chunk c stored at
+// chunk c ^ (r % 8), so 8 consecutive rows form one 1024-byte swizzle atom;
+// the descriptor gives the start address (advanced 32 bytes per k16 step),
+// the stride between 8-row groups (1024 bytes) and the swizzle mode. Each
+// thread's accumulators follow mma.sync's C layout per 8 columns: warp w of
+// the warpgroup holds rows 16 w + g and 16 w + g + 8.
 #pragma once
 
 #include <cstdint>
@@ -78,6 +90,12 @@ struct MmaPlan {
   // for two, so that ptxas keeps to 128 registers a thread (at 256 threads
   // it took 160-170, one block of 8 warps per multiprocessor).
   int min_blocks = 1;
+  // Hopper (sm_90a): the pipeline's tiles are read by warpgroup wgmma
+  // straight from shared memory (wgmma_gemm below) instead of ldmatrix +
+  // mma.sync. Tiles: BM = 64 per warpgroup (warps_m = BM / 16 warps, each
+  // holding 16 rows of the accumulators, warps_n = 1), BN = 64 or 128 (the
+  // wgmma's N), BK = 64 (one 128-byte row of halves per shared tile row).
+  bool wgmma = false;
   // Which index consecutive threads take when they fill a shared tile (so
   // that their global loads coalesce): k for A stored [M, K] (true) or i for
   // A stored [K, M]; k for B stored [N, K] (true) or j for B stored [K, N].
@@ -86,10 +104,30 @@ struct MmaPlan {
   int64_t shared_bytes() const;  // shared memory of the kernel (dynamic when async_copy)
 };
 
-// The schedule of a Contract statement: precision from its operands, a
-// smaller BM for a small constant M (down to 16 rows for GEMV-like M = 1),
-// load order from the operands' innermost indices.
-MmaPlan plan_mma_gemm(const loop::StmtNode& contract);
+// What the GEMM schedule knows of the device.
+struct GemmTarget {
+  bool wgmma = false;         // sm_90a's warpgroup instructions (the cubin is built for sm_90a)
+  // At least this many blocks, when the sizes are known, before a bigger
+  // tile is worth its reuse: about one block per multiprocessor of an
+  // H100/H200 (132). A 128 x 768 GEMM (BERT at batch 1) in 128 x 128 tiles
+  // is 6 blocks, 5% of the machine.
+  int64_t fill_blocks = 120;
+};
+
+// The schedule of a Contract statement: precision from its operands, the
+// largest tile that still gives target.fill_blocks blocks (a smaller BM for
+// a small constant M, down to 16 rows for GEMV-like M = 1), load order from
+// the operands' innermost indices.
+MmaPlan plan_mma_gemm(const loop::StmtNode& contract, const GemmTarget& target = {});
+
+// Whether a cubin for `arch` (sm_XY, sm_XYa) may use wgmma: sm_90a only
+// (the arch-specific feature set; plain sm_90 and later archs lack it).
+bool arch_has_wgmma(const std::string& arch);
+
+// arch_has_wgmma(arch), unless the environment sets TESSEL_CUDA_WGMMA=0 (to
+// compare with, or fall back to, the mma.sync pipeline).
+bool use_wgmma_for(const std::string& arch);
+GemmTarget gemm_target_for(const std::string& arch);  // wgmma from use_wgmma_for
 
 // Whether `e` is always a value of type t (f16 or bf16) held in f32:
 // cast<f32> of a t value, a float immediate exact in t, or a select of such.
