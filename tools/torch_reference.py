@@ -10,7 +10,9 @@ bundle carries its wheel (scripts/build_gpu_bundle.sh)."""
 def prepare_for_onnx2torch(model):
     """The model in the form onnx2torch 1.5 converts: opset 17 at most (it
     has no opset-18 Reduce* with axes as an input: the dynamo exports), and
-    GreaterOrEqual / LessOrEqual (which it lacks) as Not(Less) / Not(Greater).
+    GreaterOrEqual / LessOrEqual (which it lacks) as Not(Less) / Not(Greater),
+    and Reshape's allowzero=1 (which it rejects) dropped where the target shape
+    is a constant without a 0 in it (allowzero only changes what a 0 means).
     Same values (NaN compares false either way only for the ordered ops; the
     masks these models compare are integers)."""
     import onnx
@@ -26,6 +28,7 @@ def prepare_for_onnx2torch(model):
                 kept = [a for a in n.attribute if not (a.name == "noop_with_empty_axes" and a.i == 0)]
                 del n.attribute[:]
                 n.attribute.extend(kept)
+    drop_allowzero(model)
     nodes = []
     for n in model.graph.node:
         if n.op_type in ("GreaterOrEqual", "LessOrEqual"):
@@ -38,6 +41,27 @@ def prepare_for_onnx2torch(model):
     del model.graph.node[:]
     model.graph.node.extend(nodes)
     return model
+
+
+def drop_allowzero(model):
+    """Removes allowzero=1 from the Reshapes whose shape operand is an
+    initializer or a Constant with no zero entry; leaves the others alone."""
+    import onnx.numpy_helper
+
+    consts = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
+    for n in model.graph.node:
+        if n.op_type == "Constant":
+            for a in n.attribute:
+                if a.name == "value":
+                    consts[n.output[0]] = onnx.numpy_helper.to_array(a.t)
+    for n in model.graph.node:
+        if n.op_type != "Reshape" or len(n.input) < 2 or n.input[1] not in consts:
+            continue
+        if (consts[n.input[1]] == 0).any():
+            continue
+        kept = [a for a in n.attribute if a.name != "allowzero"]
+        del n.attribute[:]
+        n.attribute.extend(kept)
 
 
 def low_precision_outputs(model_path, feeds, precision):
