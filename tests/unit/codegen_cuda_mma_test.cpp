@@ -385,7 +385,8 @@ std::string host_source(const CudaSource& src) {
   std::string code = src.code;
   code = replace_once(code, "asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f));", "h = ts_emu::f2h(f);");
   code = replace_once(code, "asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h));", "f = ts_emu::h2f(h);");
-  code = replace_once(code, detail::mma_prelude(), "\nTS_EMU_MMA_PRELUDE\n");
+  if (code.find(detail::mma_prelude()) != std::string::npos)
+    code = replace_once(code, detail::mma_prelude(), "\nTS_EMU_MMA_PRELUDE\n");
   if (code.find(detail::wgmma_prelude()) != std::string::npos)
     code = replace_once(code, detail::wgmma_prelude(), "\nTS_EMU_WGMMA_PRELUDE\n");
   // wgmma's stages: the emulated shared window (ts_emu::smem_addr) is this array.
@@ -543,6 +544,40 @@ TEST(MmaEmulation, Tf32x3) {
 // Lowered groups: a Gemm with bias and relu, attention's batched product, an
 // implicit-GEMM convolution (the padding select in B, the flat views), with
 // |got - want| <= 1e-5 (max |want| + |want|).
+// Runs every kernel of `lg` on the host and through the loop IR evaluator on
+// the same f32 inputs, and compares each output within `rel` of its largest
+// magnitude. Returns false (after reporting) when a run fails.
+void expect_host_run_matches(const LoweredGroup& lg, const std::string& cxx, const std::string& name, double rel) {
+  std::vector<std::vector<uint8_t>> want;
+  for (const loop::BufferRef& p : lg.kernel.params) {
+    int64_t n = 1;
+    for (const loop::Expr& d : p->shape) n *= loop::eval_index(d, {});
+    std::vector<uint8_t> v(static_cast<size_t>(n) * 4);
+    for (int64_t i = 0; i < n; ++i) {
+      const float f = static_cast<float>((i * 7919 + 13 * static_cast<int64_t>(v.size())) % 2001) / 1000.0f - 1.0f;
+      std::memcpy(v.data() + 4 * i, &f, 4);
+    }
+    want.push_back(std::move(v));
+  }
+  std::vector<std::vector<uint8_t>> got = want;
+  ASSERT_EQ(loop::run_kernel(lg.kernel, pointers(want), {}), 0) << name;
+  ASSERT_EQ(run_on_host(lg.kernel, {}, got, cxx), 0) << name;
+  for (size_t o = lg.kernel.num_inputs; o < want.size(); ++o) {
+    const DType t = lg.kernel.params[o]->dtype;
+    ASSERT_EQ(t, DType::F32) << name;
+    const std::vector<uint8_t>& g = got[o];
+    const std::vector<uint8_t>& w = want[o];
+    double max_abs = 0;
+    for (size_t i = 0; i < w.size() / 4; ++i) max_abs = std::max(max_abs, std::fabs(element(w, t, i)));
+    for (size_t i = 0; i < w.size() / 4; ++i) {
+      const double x = element(g, t, i), y = element(w, t, i);
+      ASSERT_LE(std::fabs(x - y), rel * (max_abs + std::fabs(y))) << name << " output " << o << " element " << i;
+    }
+  }
+}
+
+// Two M tiles, two N tiles, three K tiles (the last partial), two batch
+// entries: every edge of the tiling, the double buffer and the bf16 fragments.
 TEST(MmaEmulation, LoweredGroups) {
   const std::string cxx = host_compiler();
   if (cxx.empty()) GTEST_SKIP() << "no host C++ compiler (c++ or $CXX)";
@@ -551,31 +586,46 @@ TEST(MmaEmulation, LoweredGroups) {
     Model m;
     GraphBuilder b(m);
     build(b);
+    for (const LoweredGroup& lg : lowered_gemm_groups(m)) expect_host_run_matches(lg, cxx, name, 1e-5);
+  }
+}
+
+// Kernels without a contraction whose index arithmetic the emitter writes in
+// 32 bits (floordiv/floormod of reshapes, pooling windows with padding, an
+// im2col column, a row softmax): the generated code, run on the host, gives
+// the evaluator's values exactly.
+TEST(IndexEmulation, ThirtyTwoBitIndexArithmetic) {
+  const std::string cxx = host_compiler();
+  if (cxx.empty()) GTEST_SKIP() << "no host C++ compiler (c++ or $CXX)";
+  const std::vector<std::pair<std::string, std::function<void(GraphBuilder&)>>> models = {
+      {"maxpool", [](GraphBuilder& b) {
+         Value* r = b.op("Relu", {b.op("Add", {b.input("x", DType::F32, {2, 3, 9, 7}), b.input("y", DType::F32, {3, 1, 1})})});
+         b.output(b.op("MaxPool", {r}, {{"kernel_shape", Attribute::of_ints({3, 3})},
+                                        {"strides", Attribute::of_ints({2, 2})},
+                                        {"pads", Attribute::of_ints({1, 1, 1, 1})}}));
+       }},
+      {"transpose_reshape", [](GraphBuilder& b) {
+         Value* t = b.op("Transpose", {b.input("x", DType::F32, {2, 3, 5, 4})}, {{"perm", Attribute::of_ints({0, 2, 3, 1})}});
+         Value* r = b.op("Reshape", {t, b.constant(Tensor::from_i64({2, 5, 12}))});
+         b.output(b.op("Mul", {r, b.input("s", DType::F32, {12})}));
+       }},
+      {"strided_conv", [](GraphBuilder& b) {
+         b.output(b.op("Conv", {b.input("x", DType::F32, {1, 3, 11, 10}), b.input("w", DType::F32, {4, 3, 7, 7})},
+                       {{"strides", Attribute::of_ints({2, 2})}, {"pads", Attribute::of_ints({3, 3, 3, 3})}}));
+       }},
+      {"softmax", [](GraphBuilder& b) { b.output(b.op("Softmax", {b.input("x", DType::F32, {6, 37})})); }},
+  };
+  size_t narrowed = 0;
+  for (const auto& [name, build] : models) {
+    Model m;
+    GraphBuilder b(m);
+    build(b);
     for (const LoweredGroup& lg : lowered_gemm_groups(m)) {
-      std::vector<std::vector<uint8_t>> want;
-      for (const loop::BufferRef& p : lg.kernel.params) {
-        int64_t n = 1;
-        for (const loop::Expr& d : p->shape) n *= loop::eval_index(d, {});
-        std::vector<uint8_t> v(static_cast<size_t>(n) * 4);
-        for (int64_t i = 0; i < n; ++i) {
-          const float f = static_cast<float>((i * 7919 + 13 * static_cast<int64_t>(v.size())) % 2001) / 1000.0f - 1.0f;
-          std::memcpy(v.data() + 4 * i, &f, 4);
-        }
-        want.push_back(std::move(v));
-      }
-      std::vector<std::vector<uint8_t>> got = want;
-      ASSERT_EQ(loop::run_kernel(lg.kernel, pointers(want), {}), 0);
-      ASSERT_EQ(run_on_host(lg.kernel, {}, got, cxx), 0) << name;
-      const std::vector<uint8_t>& g = got.back();
-      const std::vector<uint8_t>& w = want.back();
-      double max_abs = 0;
-      for (size_t i = 0; i < w.size() / 4; ++i) max_abs = std::max(max_abs, std::fabs(element(w, DType::F32, i)));
-      for (size_t i = 0; i < w.size() / 4; ++i) {
-        const double x = element(g, DType::F32, i), y = element(w, DType::F32, i);
-        ASSERT_LE(std::fabs(x - y), 1e-5 * (max_abs + std::fabs(y))) << name << " output " << i;
-      }
+      if (emit_cuda_source({lg.kernel}).code.find("(unsigned)") != std::string::npos) ++narrowed;
+      expect_host_run_matches(lg, cxx, name, name == "softmax" || name == "strided_conv" ? 1e-6 : 0.0);
     }
   }
+  EXPECT_GE(narrowed, 3u);  // the reshape, the pooling window and the conv's indices at least
 }
 
 }  // namespace

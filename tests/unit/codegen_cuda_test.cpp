@@ -132,6 +132,57 @@ TEST(CudaSource, ImmediatesAreRoundedToTheirType) {
   EXPECT_NE(code.find("ts_f2h(0x1.998p-4f)"), std::string::npos) << code;    // f16(0.1) = 0x2e66
 }
 
+// Index arithmetic is written in 32 bits where the bounds of the variables
+// prove every step fits (64-bit division is a long software routine on the
+// GPU), in 64 bits where they do not: an extent beyond 2^31, a symbolic one.
+TEST(CudaSource, IndexArithmeticIs32BitWhereItProvablyFits) {
+  const auto code_of = [](const std::string& extent) {
+    return emit_cuda_source({loop::parse_kernel(
+                                "kernel idx(in %x: f32[" + extent + "], out %o: f32[" + extent + "]) {\n"
+                                "  gpu.block.x for b in [0, floordiv(" + extent + " + 255, 256)) {\n"
+                                "    gpu.thread.x for t in [0, 256) {\n"
+                                "      let i = b * 256 + t {\n"
+                                "        let h = floordiv(i, 7) {\n"
+                                "          if i < " + extent + " {\n"
+                                "            o[i] = x[floormod(h, 5) + floordiv(i - 9, 4) * 0]\n"
+                                "          }\n"
+                                "        }\n"
+                                "      }\n"
+                                "    }\n"
+                                "  }\n"
+                                "}\n")})
+        .code;
+  };
+  const std::string small = code_of("1000000");
+  EXPECT_NE(small.find("v_i = ((long long)(((int)v_b * 256) + (int)v_t));"), std::string::npos) << small;
+  // A non-negative dividend divides as unsigned; a possibly negative one floors.
+  EXPECT_NE(small.find("((int)((unsigned)(int)v_i / (unsigned)7))"), std::string::npos) << small;
+  EXPECT_NE(small.find("ts_floordiv<int>(((int)v_i - 9), 4)"), std::string::npos) << small;
+  EXPECT_NE(small.find("b_o[((int)v_i)] ="), std::string::npos) << small;  // the flat offset too
+  // 3e9 elements: the index no longer fits, its division stays 64-bit; its
+  // quotient by 7 fits again.
+  const std::string large = code_of("3000000000");
+  EXPECT_NE(large.find("v_h = ts_floordiv(v_i, 7ll);"), std::string::npos) << large;
+  EXPECT_NE(large.find("b_o[v_i] = b_x[ts_add(((long long)((int)((unsigned)(int)v_h % (unsigned)5))), "),
+            std::string::npos)
+      << large;
+  // A symbolic extent: no bound on the block index times 256 in int.
+  const std::string sym = emit_cuda_source({loop::parse_kernel(
+                                               "kernel idx(in %x: f32[n], out %o: f32[n]) syms(n) {\n"
+                                               "  gpu.block.x for b in [0, floordiv(n + 255, 256)) {\n"
+                                               "    gpu.thread.x for t in [0, 256) {\n"
+                                               "      let i = b * 256 + t {\n"
+                                               "        if i < n {\n"
+                                               "          o[i] = x[floordiv(i, 7)]\n"
+                                               "        }\n"
+                                               "      }\n"
+                                               "    }\n"
+                                               "  }\n"
+                                               "}\n")})
+                                .code;
+  EXPECT_NE(sym.find("ts_floordiv(v_i, 7ll)"), std::string::npos) << sym;
+}
+
 TEST(CudaSource, SymbolsKeepDistinctNamesDistinct) {
   EXPECT_EQ(kernel_symbol("fused.add_1"), "tessel_fused_x2eadd__1");
   EXPECT_NE(kernel_symbol("a.b"), kernel_symbol("a_b"));

@@ -91,6 +91,20 @@ inline void syncwarp() {
   wait(warp_barrier[w], w * 32, 32);
 }
 
+// __shfl_xor_sync: each lane posts its value, the warp meets, each reads its
+// partner's, and the warp meets again before the slots are reused.
+inline unsigned char shfl_slot[1024][8];
+template <class T>
+T shfl_xor(T v, int lane_mask) {
+  static_assert(sizeof(T) <= 8);
+  std::memcpy(shfl_slot[threadIdx.x], &v, sizeof v);
+  syncwarp();
+  T r;
+  std::memcpy(&r, shfl_slot[threadIdx.x ^ static_cast<unsigned>(lane_mask)], sizeof r);
+  syncwarp();
+  return r;
+}
+
 inline void trampoline() {
   kernel_call();
   (*fibers)[current].done = true;
@@ -309,6 +323,7 @@ inline int atomic_cas(int* p, int expected, int desired) {
 }  // namespace ts_emu
 
 #define __syncthreads() ts_emu::syncthreads()
+#define __shfl_xor_sync(mask, v, o) ts_emu::shfl_xor(v, o)
 inline unsigned __float_as_uint(float f) { return ts_emu::f2u(f); }
 inline float __uint_as_float(unsigned u) { return ts_emu::u2f(u); }
 inline float __int_as_float(int i) { return ts_emu::u2f(static_cast<unsigned>(i)); }

@@ -4,6 +4,7 @@
 // inexact operation.
 #include <bit>
 #include <cinttypes>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 
@@ -64,7 +65,7 @@ std::string ExprEmitter::emit(const Expr& e) {
     case ExprKind::IntImm: case ExprKind::FloatImm: return immediate(n);
     case ExprKind::Var: return var_name(n.name);
     case ExprKind::Unary: return unary(n);
-    case ExprKind::Binary: return binary(n);
+    case ExprKind::Binary: return fits_i32(e) ? "((long long)" + emit_i32(e) + ")" : binary(n);
     case ExprKind::Select:
       return str_cat("(", emit(n.args[0]), " ? ", emit(n.args[1]), " : ", emit(n.args[2]), ")");
     case ExprKind::Cast: return cast(n.dtype, n.args[0]);
@@ -96,6 +97,65 @@ std::string ExprEmitter::immediate(const ExprNode& n) {
                           : n.int_value < 0        ? str_cat("(", n.int_value, "ll)")
                                                    : str_cat(n.int_value, "ll");
   return t == DType::I64 ? lit : str_cat("((", register_type(t), ")", lit, ")");
+}
+
+ExprEmitter::Scope::Scope(ExprEmitter& ex, const std::string& var, std::optional<loop::Interval> range)
+    : ex_(ex), var_(var) {
+  auto it = ex_.bounds_.find(var);
+  if (it != ex_.bounds_.end()) saved_ = it->second;
+  if (range) {
+    ex_.bounds_[var] = *range;
+  } else {
+    ex_.bounds_.erase(var);
+  }
+}
+
+ExprEmitter::Scope::~Scope() {
+  if (saved_) {
+    ex_.bounds_[var_] = *saved_;
+  } else {
+    ex_.bounds_.erase(var_);
+  }
+}
+
+std::optional<loop::Interval> ExprEmitter::bounds(const Expr& e) const {
+  loop::Interval r;
+  if (!loop::const_bounds(e, bounds_, &r)) return std::nullopt;
+  return r;
+}
+
+// An i64 operation whose result and operands, recursively, lie in int's range.
+bool ExprEmitter::fits_i32(const Expr& e) const {
+  const std::optional<loop::Interval> r = bounds(e);
+  if (!r || r->lo < INT_MIN || r->hi > INT_MAX) return false;
+  if (e->kind != ExprKind::Binary) return true;  // an immediate or a variable
+  return fits_i32(e->args[0]) && fits_i32(e->args[1]);
+}
+
+// `e` (fits_i32) as an int expression: the operators loop::const_bounds
+// bounds, on operands that cannot overflow, so plain C arithmetic.
+std::string ExprEmitter::emit_i32(const Expr& e) {
+  int64_t c = 0;
+  if (loop::as_const_int(e, &c)) return c < 0 ? str_cat("(", c, ")") : str_cat(c);
+  if (e->kind == ExprKind::Var) return "(int)" + var_name(e->name);
+  TS_CHECK(e->kind == ExprKind::Binary, "cuda codegen: 32-bit index expression of an unexpected kind");
+  const std::string a = emit_i32(e->args[0]), b = emit_i32(e->args[1]);
+  switch (e->binary) {
+    case BinaryOp::Add: return str_cat("(", a, " + ", b, ")");
+    case BinaryOp::Sub: return str_cat("(", a, " - ", b, ")");
+    case BinaryOp::Mul: return str_cat("(", a, " * ", b, ")");
+    case BinaryOp::FloorDiv: case BinaryOp::FloorMod: {
+      // The divisor is a positive constant (const_bounds knows no other).
+      const bool div = e->binary == BinaryOp::FloorDiv;
+      if (bounds(e->args[0])->lo >= 0)
+        return str_cat("((int)((unsigned)", a, div ? " / " : " % ", "(unsigned)", b, "))");
+      return str_cat(div ? "ts_floordiv<int>(" : "ts_floormod<int>(", a, ", ", b, ")");
+    }
+    case BinaryOp::Min: return str_cat("ts_min<int>(", a, ", ", b, ")");
+    case BinaryOp::Max: return str_cat("ts_max<int>(", a, ", ", b, ")");
+    default: break;
+  }
+  fail("cuda codegen: 32-bit index expression with an unexpected operator");
 }
 
 std::string ExprEmitter::unary(const ExprNode& n) {
@@ -198,12 +258,35 @@ std::string ExprEmitter::flat_index(const loop::Buffer& b, const std::vector<Exp
   TS_CHECK(indices.size() == strides.size(), "cuda codegen: ", b.name, " indexed with ", indices.size(),
            " indices, rank ", strides.size());
   if (indices.empty()) return "0";
+  if (std::string f = flat_index_i32(strides, indices); !f.empty()) return f;
   std::string flat;
   for (size_t d = 0; d < indices.size(); ++d) {
     const std::string term = strides[d] == "1" ? emit(indices[d]) : str_cat(emit(indices[d]), " * ", strides[d]);
     flat += (d == 0 ? "" : " + ") + term;
   }
   return flat;
+}
+
+// The flat offset in int arithmetic when the strides are constants and every
+// partial sum provably fits; "" otherwise.
+std::string ExprEmitter::flat_index_i32(const std::vector<std::string>& strides, const std::vector<Expr>& indices) {
+  int64_t lo = 0, hi = 0;
+  std::vector<int64_t> stride(indices.size());
+  for (size_t d = 0; d < indices.size(); ++d) {
+    const std::optional<loop::Interval> r = bounds(indices[d]);
+    if (!r || !fits_i32(indices[d]) || std::sscanf(strides[d].c_str(), "%" SCNd64, &stride[d]) != 1 || stride[d] <= 0)
+      return "";
+    int64_t a = 0, b = 0;
+    if (__builtin_mul_overflow(r->lo, stride[d], &a) || __builtin_mul_overflow(r->hi, stride[d], &b) ||
+        __builtin_add_overflow(lo, a, &lo) || __builtin_add_overflow(hi, b, &hi) || lo < INT_MIN || hi > INT_MAX)
+      return "";
+  }
+  std::string flat;
+  for (size_t d = 0; d < indices.size(); ++d) {
+    const std::string i = emit_i32(indices[d]);
+    flat += (d == 0 ? "" : " + ") + (stride[d] == 1 ? i : str_cat(i, " * ", stride[d]));
+  }
+  return "(" + flat + ")";
 }
 
 std::string ExprEmitter::load(const ExprNode& n) {

@@ -1,7 +1,9 @@
 // Loop IR statements and kernels as CUDA C++ (see cuda_source.h).
 #include "tessel/codegen/cuda/cuda_source.h"
 
+#include <algorithm>
 #include <cctype>
+#include <climits>
 #include <cmath>
 #include <optional>
 #include <set>
@@ -87,6 +89,16 @@ Axis axis_of(ForKind k) {
       break;
   }
   fail("cuda codegen: not a GPU axis");
+}
+
+// The values min, min + 1, ..., min + extent - 1 of a loop variable, given
+// the extent's bounds; unknown when either bound is or the sum overflows.
+std::optional<loop::Interval> iteration_range(std::optional<loop::Interval> min,
+                                              std::optional<loop::Interval> extent) {
+  if (!min || !extent) return std::nullopt;
+  int64_t hi = 0;
+  if (__builtin_add_overflow(min->hi, std::max<int64_t>(extent->hi, 1) - 1, &hi)) return std::nullopt;
+  return loop::Interval{min->lo, hi};
 }
 
 bool is_gpu_axis(ForKind k) {
@@ -201,7 +213,10 @@ class KernelWriter final : public CodeSink {
         // A brace per let: sibling statements may bind the same name.
         line(str_cat("{ const ", register_type(s->value.dtype()), " ", var_name(s->var), " = ", ex_.emit(s->value),
                      ";"));
-        stmt(s->body[0]);
+        {
+          ExprEmitter::Scope range(ex_, s->var, ex_.bounds(s->value));
+          stmt(s->body[0]);
+        }
         line("}");
         return;
       case StmtKind::If: if_then(*s); return;
@@ -245,6 +260,7 @@ class KernelWriter final : public CodeSink {
     line(str_cat("for (long long ", v, " = ", ex_.emit(s.min), ", ", end, " = ", v, " + ", ex_.emit(s.extent), "; ",
                  v, " < ", end, "; ++", v, ") {"));
     ++serial_loops_;
+    ExprEmitter::Scope range(ex_, s.var, iteration_range(ex_.bounds(s.min), ex_.bounds(s.extent)));
     block(s.body[0]);
     --serial_loops_;
     line("}");
@@ -270,6 +286,13 @@ class KernelWriter final : public CodeSink {
     ++indent_;
     const std::string min = loop::is_const(s.min, 0) ? "" : ex_.emit(s.min) + " + ";
     line(str_cat("const long long ", var_name(s.var), " = ", min, idx, ";"));
+    // The index is below the extent (the guard) and below the hardware's
+    // limit for the axis (a grid of at most 2^31 - 1 blocks in x, 65535 in
+    // y and z; at most 1024 threads).
+    const int64_t limit = !a.grid ? 1024 : a.dim == 0 ? INT32_MAX : 65535;
+    std::optional<loop::Interval> extent = ex_.bounds(s.extent);
+    if (!extent || extent->hi > limit) extent = loop::Interval{0, limit};
+    ExprEmitter::Scope range(ex_, s.var, iteration_range(ex_.bounds(s.min), extent));
     stmt(s.body[0]);
     --indent_;
     line("}");
@@ -299,7 +322,9 @@ class KernelWriter final : public CodeSink {
     TS_CHECK(serial_loops_ == 0 && if_depth_ == 0 && !in_epilogue_, "cuda codegen: the contract statement of ",
              k_.name, " is inside a loop or an if (schedule_for_gpu leaves it at the top level)");
     in_epilogue_ = true;
+    loop::Bounds outer = ex_.take_bounds();  // the GEMM emitter declares variables of its own
     launch_ = emit_mma_gemm(s, *mma_, syms_, *this);
+    ex_.restore_bounds(std::move(outer));
     in_epilogue_ = false;
   }
 
@@ -332,6 +357,7 @@ class KernelWriter final : public CodeSink {
                  ex_.emit(s.extent), "; ", v, " < ", end, "; ", v, " += ", threads, "ll) {"));
     const bool in_loop = serial_loops_ > 0;
     ++serial_loops_;
+    ExprEmitter::Scope range(ex_, s.var, iteration_range(ex_.bounds(s.min), ex_.bounds(s.extent)));
     ++indent_;
     if (update) {
       lanes_update(s.body[0], update, loop::binary(op, loop::var(partial, t), operand), var_name(partial));

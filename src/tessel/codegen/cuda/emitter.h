@@ -2,14 +2,17 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tessel/codegen/cuda/cuda_source.h"
 #include "tessel/codegen/cuda/mma_gemm.h"
 #include "tessel/loop/ir.h"
+#include "tessel/loop/simplify.h"
 
 namespace tessel::cuda::detail {
 
@@ -27,8 +30,39 @@ inline std::string buffer_name(const std::string& n) { return "b_" + mangle(n); 
 
 // Expressions as C expressions (cuda_expr.cpp). Loads flatten through the
 // strides the statement emitter registers per buffer.
+//
+// Index arithmetic is i64 in loop IR, but 64-bit division on the GPU is a
+// software routine of dozens of instructions, and an im2col or pooling
+// kernel does several per element: such kernels were issue-bound at a tenth
+// of the memory bandwidth. So the emitter tracks the bounds of the i64
+// variables in scope (loops, GPU axes, lets; loop::const_bounds) and writes
+// an i64 expression whose every intermediate value provably fits in 32 bits
+// in `int`, where the values are the same (no step can wrap) and division
+// by a constant is a multiply-high; a non-negative dividend divides as
+// unsigned, which needs no floor correction.
 class ExprEmitter {
  public:
+  // Binds `var` to `range` (unknown: nullopt) until destroyed; the previous
+  // binding of the name comes back then.
+  class Scope {
+   public:
+    Scope(ExprEmitter& ex, const std::string& var, std::optional<loop::Interval> range);
+    ~Scope();
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    ExprEmitter& ex_;
+    std::string var_;
+    std::optional<loop::Interval> saved_;
+  };
+  // Bounds of an i64 expression under the variables in scope, if known.
+  std::optional<loop::Interval> bounds(const loop::Expr& e) const;
+  // Forgets every bound (for code that declares its own variables, such as
+  // the GEMM emitter's epilogue) and returns them, to be put back after.
+  loop::Bounds take_bounds() { return std::exchange(bounds_, {}); }
+  void restore_bounds(loop::Bounds b) { bounds_ = std::move(b); }
+
   // Row-major strides of a buffer, as C expressions (innermost "1").
   void add_buffer(const loop::Buffer* b, std::vector<std::string> strides) { strides_[b] = std::move(strides); }
   void remove_buffer(const loop::Buffer* b) { strides_.erase(b); }
@@ -45,7 +79,11 @@ class ExprEmitter {
   std::string bitcast(DType to, const loop::Expr& a);
   std::string load(const loop::ExprNode& n);
   std::string call(const loop::ExprNode& n);
+  bool fits_i32(const loop::Expr& e) const;
+  std::string emit_i32(const loop::Expr& e);
+  std::string flat_index_i32(const std::vector<std::string>& strides, const std::vector<loop::Expr>& indices);
   std::map<const loop::Buffer*, std::vector<std::string>> strides_;
+  loop::Bounds bounds_;
 };
 
 // What the tensor-core GEMM emitter (mma_gemm.cpp) needs from the kernel

@@ -454,9 +454,9 @@ class MmaWriter {
     TS_CHECK(t_.bm * units_per_row_ % t_.threads() == 0 && t_.bn * units_per_row_ % t_.threads() == 0,
              "cuda mma: tiles do not divide among the threads");
     const int a_units = t_.bm * units_per_row_ / t_.threads(), b_units = t_.bn * units_per_row_ / t_.threads();
-    a_ = Side{"ts_As", "ts_ra", p.a_load, t_.bm, p.a_k_contiguous, c_.i, "ts_m0", "ts_M", &c_.a, a_units};
+    a_ = Side{"ts_As", "ts_ra", p.a_load, t_.bm, p.a_k_contiguous, c_.i, "ts_m0", "ts_M", &c_.a, a_units, 0, {}};
     b_ = Side{p.b_load == OperandLoad::VectorRows ? "ts_Bh" : "ts_Bs", "ts_rb", p.b_load, t_.bn, p.b_k_contiguous,
-              c_.j, "ts_n0", "ts_N", &c_.b, b_units};
+              c_.j, "ts_n0", "ts_N", &c_.b, b_units, 0, {}};
     for (Side* x : {&a_, &b_}) {
       if (x->how == OperandLoad::Elements) continue;
       x->vectors = x->rows * t_.bk / 8;
