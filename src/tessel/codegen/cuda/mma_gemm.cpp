@@ -648,7 +648,18 @@ class MmaWriter {
     line(str_cat("auto ts_epilogue = [&](const long long ", var_name(c_.batch), ", const long long ", var_name(c_.i),
                  ", const long long ", var_name(c_.j), ", const float ", var_name(c_.acc), ") {"));
     out_.indent(1);
-    out_.stmt(c_.epilogue);
+    {
+      // The lambda runs only for batch < B, i < M, j < N: with constant
+      // extents its index arithmetic can be 32-bit (the ExprEmitter's note).
+      ExprEmitter& ex = out_.expr();
+      const auto below = [&](const Expr& extent) -> std::optional<loop::Interval> {
+        const std::optional<loop::Interval> e = ex.bounds(extent);
+        if (!e || e->hi < 1) return std::nullopt;
+        return loop::Interval{0, e->hi - 1};
+      };
+      ExprEmitter::Scope batch(ex, c_.batch, below(c_.batch_extent)), i(ex, c_.i, below(c_.m)), j(ex, c_.j, below(c_.n));
+      out_.stmt(c_.epilogue);
+    }
     out_.indent(-1);
     line("};");
   }
