@@ -136,9 +136,10 @@ TEST(CudaSource, ImmediatesAreRoundedToTheirType) {
 // prove every step fits (64-bit division is a long software routine on the
 // GPU), in 64 bits where they do not: an extent beyond 2^31, a symbolic one.
 TEST(CudaSource, IndexArithmeticIs32BitWhereItProvablyFits) {
-  const auto code_of = [](const std::string& extent) {
+  // `extent` elements; `syms` declares it when it is a symbol.
+  const auto code_of = [](const std::string& extent, const std::string& syms = "") {
     return emit_cuda_source({loop::parse_kernel(
-                                "kernel idx(in %x: f32[" + extent + "], out %o: f32[" + extent + "]) {\n"
+                                "kernel idx(in %x: f32[" + extent + "], out %o: f32[" + extent + "]) " + syms + " {\n"
                                 "  gpu.block.x for b in [0, floordiv(" + extent + " + 255, 256)) {\n"
                                 "    gpu.thread.x for t in [0, 256) {\n"
                                 "      let i = b * 256 + t {\n"
@@ -167,20 +168,8 @@ TEST(CudaSource, IndexArithmeticIs32BitWhereItProvablyFits) {
             std::string::npos)
       << large;
   // A symbolic extent: no bound on the block index times 256 in int.
-  const std::string sym = emit_cuda_source({loop::parse_kernel(
-                                               "kernel idx(in %x: f32[n], out %o: f32[n]) syms(n) {\n"
-                                               "  gpu.block.x for b in [0, floordiv(n + 255, 256)) {\n"
-                                               "    gpu.thread.x for t in [0, 256) {\n"
-                                               "      let i = b * 256 + t {\n"
-                                               "        if i < n {\n"
-                                               "          o[i] = x[floordiv(i, 7)]\n"
-                                               "        }\n"
-                                               "      }\n"
-                                               "    }\n"
-                                               "  }\n"
-                                               "}\n")})
-                                .code;
-  EXPECT_NE(sym.find("ts_floordiv(v_i, 7ll)"), std::string::npos) << sym;
+  const std::string sym = code_of("n", "syms(n)");
+  EXPECT_NE(sym.find("v_h = ts_floordiv(v_i, 7ll);"), std::string::npos) << sym;
 }
 
 TEST(CudaSource, SymbolsKeepDistinctNamesDistinct) {
