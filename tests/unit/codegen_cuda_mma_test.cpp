@@ -423,8 +423,12 @@ int run_on_host(const loop::Kernel& k, const std::map<std::string, int64_t>& sym
     main += str_cat("  std::vector<unsigned char> p", i, "(", bufs[i].size(), ");\n  if (std::fread(p", i,
                     ".data(), 1, p", i, ".size(), in) != p", i, ".size()) return 2;\n");
   main += "  std::fclose(in);\n  int err = 0;\n";
+  // The function the runtime would launch for these syms (the narrow
+  // variant where they satisfy its assumption).
+  std::vector<int64_t> sym_values;
+  for (const std::string& s : k.syms) sym_values.push_back(syms.at(s));
   std::string call = str_cat("  ts_emu::launch(", dim(g.grid[0]), ", ", dim(g.grid[1]), ", ", dim(g.grid[2]), ", ",
-                             dim(g.block[0]), ", [&] { ", src.kernels[0].symbol, "(");
+                             dim(g.block[0]), ", [&] { ", launch_symbol(src.kernels[0], sym_values), "(");
   for (size_t i = 0; i < k.params.size(); ++i)
     call += str_cat("(", detail::storage_type(k.params[i]->dtype), "*)p", i, ".data(), ");
   for (const std::string& s : k.syms) call += str_cat(syms.at(s), "ll, ");

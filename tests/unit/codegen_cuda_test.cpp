@@ -167,8 +167,28 @@ TEST(CudaSource, IndexArithmeticIs32BitWhereItProvablyFits) {
   EXPECT_NE(large.find("b_o[v_i] = b_x[ts_add(((long long)((int)((unsigned)(int)v_h % (unsigned)5))), "),
             std::string::npos)
       << large;
-  // A symbolic extent: no bound on the block index times 256 in int.
+  // A symbolic extent: no bound on the block index times 256 in int in the
+  // kernel itself; its narrow variant assumes n <= 2^31 - 1 (x's and o's
+  // sizes), which bounds the index, and is launched only where n is.
   const std::string sym = code_of("n", "syms(n)");
+  const loop::Kernel symbolic = loop::parse_kernel(
+      "kernel idx(in %x: f32[n], out %o: f32[n]) syms(n) {\n  gpu.block.x for b in [0, floordiv(n + 255, 256)) {\n"
+      "    gpu.thread.x for t in [0, 256) {\n      let i = b * 256 + t {\n        if i < n {\n"
+      "          o[i] = x[floordiv(i, 7)]\n        }\n      }\n    }\n  }\n}\n");
+  const CudaSource narrow = emit_cuda_source({symbolic});
+  const KernelSource& ks = narrow.kernels[0];
+  EXPECT_EQ(ks.narrow_symbol, "tessel_idx_i32");
+  EXPECT_EQ(ks.narrow_limit, 2147483647);
+  const std::string narrow_fn = narrow.code.substr(narrow.code.find(ks.narrow_symbol + "("));
+  EXPECT_NE(narrow_fn.find("b_o[((int)v_i)] = b_x[(((int)((unsigned)(int)v_i / (unsigned)7)))];"), std::string::npos)
+      << narrow_fn;
+  EXPECT_EQ(launch_symbol(ks, {1000}), "tessel_idx_i32");
+  EXPECT_EQ(launch_symbol(ks, {3000000000}), "tessel_idx");
+  // A kernel the assumption does not change has no variant.
+  const CudaSource plain = emit_cuda_source({loop::parse_kernel(
+      "kernel one(in %x: f32[n], out %o: f32[n]) syms(n) {\n  gpu.thread.x for t in [0, 1) {\n"
+      "    o[t] = x[t]\n  }\n}\n")});
+  EXPECT_EQ(plain.kernels[0].narrow_symbol, "");
   EXPECT_NE(sym.find("v_h = ts_floordiv(v_i, 7ll);"), std::string::npos) << sym;
 }
 

@@ -59,8 +59,14 @@ namespace {
 std::vector<GpuLaunch> step_launches(const CudaCompiledModel& c, const std::vector<Step>& steps,
                                      const cuda::Module* module) {
   std::map<std::string, GpuLaunch> by_entry;
-  for (const cuda::KernelSource& k : c.source.kernels)
-    by_entry[k.kernel_name] = GpuLaunch{cuda::prepare_function(*module, k.symbol, k.launch.shared_bytes), k.launch};
+  for (const cuda::KernelSource& k : c.source.kernels) {
+    GpuLaunch& l = by_entry[k.kernel_name];
+    l = GpuLaunch{cuda::prepare_function(*module, k.symbol, k.launch.shared_bytes), k.launch};
+    if (!k.narrow_symbol.empty()) {
+      l.narrow_function = cuda::prepare_function(*module, k.narrow_symbol, k.launch.shared_bytes);
+      l.narrow_limit = k.narrow_limit;
+    }
+  }
   std::vector<GpuLaunch> out;
   for (const Step& s : steps) {
     if (!s.kernel) {

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "tessel/codegen/cuda/emitter.h"
+#include "tessel/loop/eval.h"
 #include "tessel/loop/printer.h"
 #include "tessel/loop/simplify.h"
 #include "tessel/loop/verifier.h"
@@ -157,6 +158,47 @@ std::vector<const StmtNode*> contracts_in(const Stmt& body) {
   return found;
 }
 
+constexpr const char* kNarrowSuffix = "_i32";  // kernel_symbol never makes a lone '_'
+
+// The largest L such that every param of `k` has at most INT32_MAX elements
+// when every sym is L (shapes grow with their syms), or 0 when no L does. The
+// narrow variant assumes the syms in [0, L]: buffers a 32-bit index can span.
+int64_t narrow_sym_limit(const loop::Kernel& k) {
+  if (k.syms.empty()) return 0;
+  const auto fits = [&](int64_t l) {
+    std::map<std::string, int64_t> at;
+    for (const std::string& s : k.syms) at[s] = l;
+    try {
+      for (const loop::BufferRef& b : k.params) {
+        int64_t n = 1;
+        for (const loop::Expr& d : b->shape) n = checked_mul(n, std::max<int64_t>(0, loop::eval_index(d, at)));
+        if (n > INT32_MAX) return false;
+      }
+    } catch (const Error&) {
+      return false;  // an overflow: too large
+    }
+    return true;
+  };
+  int64_t lo = 0, hi = INT32_MAX;  // fits(lo) or lo == 0; the answer is at most hi
+  if (!fits(1)) return 0;
+  lo = 1;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo + 1) / 2;
+    if (fits(mid)) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo;
+}
+
+std::string replace_first(std::string s, const std::string& from, const std::string& to) {
+  const size_t at = s.find(from);
+  if (at != std::string::npos) s.replace(at, from.size(), to);
+  return s;
+}
+
 // Writes one kernel. Statements are emitted in pre-order, so asserts are
 // numbered as Kernel::assert_messages() numbers them. A kernel holding a
 // Contract statement is a tensor-core GEMM (mma_gemm.h): the statement sets
@@ -164,11 +206,19 @@ std::vector<const StmtNode*> contracts_in(const Stmt& body) {
 // lets, allocations, asserts and local stores, which every thread runs.
 class KernelWriter final : public CodeSink {
  public:
-  KernelWriter(const loop::Kernel& k, const GemmTarget& gemm) : k_(k), syms_(k.syms.begin(), k.syms.end()), gemm_(gemm) {}
+  // sym_limit: write the narrow variant (KernelSource::narrow_symbol), which
+  // may assume every sym in [0, *sym_limit].
+  KernelWriter(const loop::Kernel& k, const GemmTarget& gemm, std::optional<int64_t> sym_limit = std::nullopt)
+      : k_(k), syms_(k.syms.begin(), k.syms.end()), gemm_(gemm) {
+    if (sym_limit)
+      for (const std::string& s : k.syms) sym_bounds_[s] = {0, *sym_limit};
+    ex_.restore_bounds(sym_bounds_);
+  }
 
+  // Sets info's kernel name and symbol (the narrow one when sym_limit is set).
   std::string write(KernelSource* info) {
     info->kernel_name = k_.name;
-    info->symbol = kernel_symbol(k_.name);
+    info->symbol = kernel_symbol(k_.name) + (sym_bounds_.empty() ? "" : kNarrowSuffix);
     const std::vector<const StmtNode*> contracts = contracts_in(k_.body);
     TS_CHECK(contracts.size() <= 1, "cuda codegen: kernel ", k_.name, " holds more than one contract statement");
     if (!contracts.empty()) mma_ = plan_mma_gemm(*contracts[0], gemm_);
@@ -322,7 +372,9 @@ class KernelWriter final : public CodeSink {
     TS_CHECK(serial_loops_ == 0 && if_depth_ == 0 && !in_epilogue_, "cuda codegen: the contract statement of ",
              k_.name, " is inside a loop or an if (schedule_for_gpu leaves it at the top level)");
     in_epilogue_ = true;
-    loop::Bounds outer = ex_.take_bounds();  // the GEMM emitter declares variables of its own
+    // The GEMM emitter declares variables of its own; the syms stay bounded.
+    loop::Bounds outer = ex_.take_bounds();
+    ex_.restore_bounds(sym_bounds_);
     launch_ = emit_mma_gemm(s, *mma_, syms_, *this);
     ex_.restore_bounds(std::move(outer));
     in_epilogue_ = false;
@@ -448,6 +500,7 @@ class KernelWriter final : public CodeSink {
 
   const loop::Kernel& k_;
   std::set<std::string> syms_;
+  loop::Bounds sym_bounds_;  // the narrow variant's assumption
   ExprEmitter ex_;
   std::ostringstream out_;
   int indent_ = 0;
@@ -464,6 +517,13 @@ class KernelWriter final : public CodeSink {
 
 }  // namespace
 }  // namespace detail
+
+const std::string& launch_symbol(const KernelSource& k, const std::vector<int64_t>& syms) {
+  if (k.narrow_symbol.empty()) return k.symbol;
+  for (int64_t v : syms)
+    if (v < 0 || v > k.narrow_limit) return k.symbol;
+  return k.narrow_symbol;
+}
 
 std::string kernel_symbol(const std::string& kernel_name) { return "tessel_" + detail::mangle(kernel_name); }
 
@@ -485,8 +545,19 @@ CudaSource emit_cuda_source(const std::vector<loop::Kernel>& kernels, const Gemm
   for (const loop::Kernel& k : kernels) {
     loop::verify(k, loop::Target::Cuda);
     KernelSource info;
-    code += "\n" + detail::KernelWriter(k, gemm).write(&info);
+    const std::string wide = detail::KernelWriter(k, gemm).write(&info);
+    code += "\n" + wide;
     TS_CHECK(symbols.insert(info.symbol).second, "cuda codegen: two kernels named ", k.name);
+    if (const int64_t limit = detail::narrow_sym_limit(k); limit > 0) {
+      KernelSource narrow;
+      std::string text = detail::KernelWriter(k, gemm, limit).write(&narrow);
+      // Kept only where the assumption changed the code.
+      if (detail::replace_first(text, narrow.symbol, info.symbol) != wide) {
+        code += "\n" + text;
+        info.narrow_symbol = narrow.symbol;
+        info.narrow_limit = limit;
+      }
+    }
     src.kernels.push_back(std::move(info));
   }
   src.code = std::move(code);

@@ -27,6 +27,7 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -49,7 +50,18 @@ struct KernelSource {
   std::string kernel_name;  // loop::Kernel::name
   std::string symbol;       // its extern "C" name in the source
   LaunchGeometry launch;
+  // A kernel with syms may have a second function, compiled assuming every
+  // sym in [0, narrow_limit] (as large as keeps each buffer within 2^31
+  // elements), whose index arithmetic is 32-bit where that assumption
+  // proves it fits (docs/codegen_cuda.md); same parameters and launch.
+  // Empty when the assumption changes nothing.
+  std::string narrow_symbol;
+  int64_t narrow_limit = 0;
 };
+
+// The function to launch for these sym values (in Kernel::syms order): the
+// narrow one when they satisfy its assumption.
+const std::string& launch_symbol(const KernelSource& k, const std::vector<int64_t>& syms);
 
 struct CudaSource {
   std::string code;

@@ -78,8 +78,8 @@ int32_t GpuKernels::run(const std::string& name, const std::vector<void*>& buffe
   for (long long& s : sym_args) args.push_back(&s);
   args.push_back(&error_ptr);
   const LaunchGeometry& geo = source_.kernels[ki].launch;
-  launch(prepare_function(*module_, source_.kernels[ki].symbol, geo.shared_bytes), grid, block, args.data(), stream,
-         geo.shared_bytes);
+  launch(prepare_function(*module_, launch_symbol(source_.kernels[ki], syms), geo.shared_bytes), grid, block,
+         args.data(), stream, geo.shared_bytes);
 
   for (size_t i = k.num_inputs; i < k.params.size(); ++i) stream.download(buffers[i], *mem[i], bytes[i]);
   int32_t rc = 0;

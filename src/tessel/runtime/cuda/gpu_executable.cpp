@@ -73,6 +73,7 @@ struct GpuExecutable::Instance {
     std::vector<void*> argv;
     cuda::Dim3 grid, block;
     bool empty = false;  // a zero extent: nothing to run
+    void* function = nullptr;  // GpuLaunch's, or its narrow variant for these syms
   };
   std::vector<Launch> launches;
   cuda::GraphExec graph;
@@ -164,6 +165,11 @@ GpuExecutable::Instance& GpuExecutable::instance(const std::map<std::string, int
       l.syms.push_back(it->second);
     }
     l.error = in->errors->ptr() + sizeof(int32_t) * i;
+    const GpuLaunch& gl = launches_[i];
+    const bool narrow = gl.narrow_function && std::all_of(l.syms.begin(), l.syms.end(), [&](long long v) {
+                          return v >= 0 && v <= gl.narrow_limit;
+                        });
+    l.function = narrow ? gl.narrow_function : gl.function;
     for (uint64_t& b : l.buffers) l.argv.push_back(&b);
     for (long long& s : l.syms) l.argv.push_back(&s);
     l.argv.push_back(&l.error);
@@ -224,7 +230,7 @@ void GpuExecutable::launch_step(const Instance& in, size_t i) const {
   }
   const Instance::Launch& l = in.launches[i];
   if (l.empty) return;
-  cuda::launch(launches_[i].function, l.grid, l.block, const_cast<void**>(l.argv.data()), *stream_,
+  cuda::launch(l.function, l.grid, l.block, const_cast<void**>(l.argv.data()), *stream_,
                launches_[i].geometry.shared_bytes);
 }
 

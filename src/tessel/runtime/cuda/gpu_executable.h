@@ -42,6 +42,10 @@ namespace tessel {
 struct GpuLaunch {
   void* function = nullptr;  // CUfunction
   cuda::LaunchGeometry geometry;
+  // The kernel's 32-bit-index variant (cuda::KernelSource::narrow_symbol),
+  // used by the instances whose sym values are all within [0, narrow_limit].
+  void* narrow_function = nullptr;
+  int64_t narrow_limit = 0;
 };
 
 // Where one run's time went (milliseconds, CUDA events on the stream).
