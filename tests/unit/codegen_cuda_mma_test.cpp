@@ -596,8 +596,9 @@ TEST(MmaEmulation, LoweredGroups) {
 
 // Kernels without a contraction whose index arithmetic the emitter writes in
 // 32 bits (floordiv/floormod of reshapes, pooling windows with padding, an
-// im2col column, a row softmax): the generated code, run on the host, gives
-// the evaluator's values exactly.
+// im2col column, a row softmax), elementwise rows stored 16 bytes at a
+// time: the generated code, run on the host, gives the evaluator's values
+// exactly.
 TEST(IndexEmulation, ThirtyTwoBitIndexArithmetic) {
   const std::string cxx = host_compiler();
   if (cxx.empty()) GTEST_SKIP() << "no host C++ compiler (c++ or $CXX)";
@@ -627,18 +628,21 @@ TEST(IndexEmulation, ThirtyTwoBitIndexArithmetic) {
          b.output(b.op("Transpose", {r}, {{"perm", Attribute::of_ints({1, 0, 2})}}));
        }},
   };
-  size_t narrowed = 0;
+  size_t narrowed = 0, wide_stores = 0;
   for (const auto& [name, build] : models) {
     Model m;
     GraphBuilder b(m);
     build(b);
     for (const LoweredGroup& lg : lowered_gemm_groups(m)) {
-      if (emit_cuda_source({lg.kernel}).code.find("(unsigned)") != std::string::npos) ++narrowed;
+      const std::string code = emit_cuda_source({lg.kernel}).code;
+      if (code.find("(unsigned)") != std::string::npos) ++narrowed;
+      if (code.find("*reinterpret_cast<ts_v16*>") != std::string::npos) ++wide_stores;
       const bool exact = name == "maxpool" || name == "transpose_reshape";
       expect_host_run_matches(lg, cxx, name, exact ? 0.0 : name == "softmax" ? 1e-6 : 1e-5);
     }
   }
   EXPECT_GE(narrowed, 4u);  // the reshape, the pooling window, the conv's indices, the epilogue at least
+  EXPECT_GE(wide_stores, 2u);  // four floats a thread: the pooled rows of 4, the reshaped rows of 12
 }
 
 }  // namespace

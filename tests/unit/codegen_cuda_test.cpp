@@ -192,6 +192,38 @@ TEST(CudaSource, IndexArithmeticIs32BitWhereItProvablyFits) {
   EXPECT_NE(sym.find("v_h = ts_floordiv(v_i, 7ll);"), std::string::npos) << sym;
 }
 
+// A vectorized loop's store becomes one wide store where every iteration
+// runs it once and its offsets are V consecutive elements from a multiple of
+// V; otherwise the loop keeps its per-element stores.
+TEST(CudaSource, VectorizedLoopsGatherTheirStores) {
+  const auto code_of = [](const std::string& type, const std::string& store) {
+    return emit_cuda_source({loop::parse_kernel(
+                                "kernel vs(in %x: " + type + "[64], out %o: " + type + "[64]) {\n"
+                                "  gpu.thread.x for t in [0, 8) {\n"
+                                "    vectorized for v in [0, 8) {\n"
+                                "      let j = t * 8 + v {\n" + store + "      }\n"
+                                "    }\n"
+                                "  }\n"
+                                "}\n")})
+        .code;
+  };
+  const std::string bf16 = code_of("bf16", "        o[j] = x[63 - j]\n");
+  EXPECT_NE(bf16.find("__align__(16) unsigned short ts_vs0[8];"), std::string::npos) << bf16;
+  EXPECT_NE(bf16.find("ts_vs0[v_v] = "), std::string::npos) << bf16;
+  EXPECT_NE(bf16.find("*reinterpret_cast<ts_v16*>(&b_o[((long long)((int)v_t * 8))]) = "
+                      "*reinterpret_cast<const ts_v16*>(ts_vs0);"),
+            std::string::npos)
+      << bf16;
+  // f32: eight floats are 32 bytes, wider than a store.
+  EXPECT_EQ(code_of("f32", "        o[j] = x[63 - j]\n").find("ts_vs0"), std::string::npos);
+  // Offsets that start off a multiple of 8, run backwards, or store twice.
+  EXPECT_EQ(code_of("bf16", "        o[floormod(j + 1, 64)] = x[j]\n").find("ts_vs0"), std::string::npos);
+  EXPECT_EQ(code_of("bf16", "        o[63 - j] = x[j]\n").find("ts_vs0"), std::string::npos);
+  EXPECT_EQ(code_of("bf16", "        o[j] = x[j]\n        o[j] = x[63 - j]\n").find("ts_vs0"), std::string::npos);
+  // A store under an if does not run every iteration.
+  EXPECT_EQ(code_of("bf16", "        if j < 60 {\n          o[j] = x[j]\n        }\n").find("ts_vs0"), std::string::npos);
+}
+
 TEST(CudaSource, SymbolsKeepDistinctNamesDistinct) {
   EXPECT_EQ(kernel_symbol("fused.add_1"), "tessel_fused_x2eadd__1");
   EXPECT_NE(kernel_symbol("a.b"), kernel_symbol("a_b"));

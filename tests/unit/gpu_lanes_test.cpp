@@ -540,6 +540,7 @@ const char* kHostCuda = R"(#include <barrier>
 #define __device__
 #define __forceinline__ inline
 #define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
 struct ts_dim3 { unsigned x, y, z; };
 thread_local ts_dim3 threadIdx, blockIdx;
 ts_dim3 blockDim;

@@ -131,28 +131,47 @@ std::optional<RowNest> row_nest(const Stmt& row, const std::set<std::string>& sy
   return n;
 }
 
-// The statement one thread runs for flat index g (see the header's picture).
-Stmt thread_body(const StmtNode& par, const std::optional<RowNest>& nest, const Expr& g) {
+// Consecutive iterations of the flattened inner loop each thread takes: the
+// row's M iterations in groups of `per_thread` (a vectorized loop; see
+// GpuScheduleOptions::vector_bytes), when M is a constant multiple of it.
+int64_t iterations_per_thread(const std::optional<RowNest>& nest, int64_t per_thread) {
+  int64_t m = 0;
+  if (!nest || nest->guarded || per_thread <= 1 || !loop::as_const_int(nest->threads_per_row, &m)) return 1;
+  return m % per_thread == 0 ? per_thread : 1;
+}
+
+// The statement one thread runs for flat index g (see the header's picture),
+// taking `v` consecutive iterations of the inner loop (v = 1: one).
+Stmt thread_body(const StmtNode& par, const std::optional<RowNest>& nest, const Expr& g, int64_t v,
+                 std::set<std::string>* taken) {
   if (!nest) return loop::let(par.var, par.min + g, par.body[0]);
   const StmtNode& j = *nest->inner;
-  const Expr m = nest->threads_per_row;
+  const Expr m = v > 1 ? loop::simplify(loop::floordiv(nest->threads_per_row, Expr(v))) : nest->threads_per_row;
   const Expr jj = loop::floormod(g, m);
-  Stmt s = loop::let(j.var, j.min + jj, j.body[0]);
+  Stmt s;
+  if (v > 1) {
+    const std::string u = fresh("gpu_v", taken);
+    s = loop::let(j.var, j.min + jj * Expr(v) + loop::var(u), j.body[0]);
+    s = loop::for_loop(u, Expr(0), Expr(v), ForKind::Vectorized, s);
+  } else {
+    s = loop::let(j.var, j.min + jj, j.body[0]);
+  }
   if (nest->guarded) s = loop::if_then(loop::binary(loop::BinaryOp::Lt, jj, j.extent), s);
   for (auto it = nest->lets.rbegin(); it != nest->lets.rend(); ++it) s = loop::let((*it)->var, (*it)->value, s);
   return loop::let(par.var, par.min + loop::floordiv(g, m), s);
 }
 
-Stmt map_to_threads(const StmtNode& par, const std::set<std::string>& syms, int64_t per_block,
+Stmt map_to_threads(const StmtNode& par, const std::set<std::string>& syms, int64_t per_block, int64_t per_thread,
                     std::set<std::string>* taken) {
   const std::optional<RowNest> nest = row_nest(par.body[0], syms);
-  const Expr total = loop::simplify(nest ? par.extent * nest->threads_per_row : par.extent);
+  const int64_t v = iterations_per_thread(nest, per_thread);
+  const Expr total = loop::simplify(nest ? par.extent * loop::floordiv(nest->threads_per_row, Expr(v)) : par.extent);
   int64_t n = 0;
   // A small constant total gets one block of just enough whole warps.
   if (loop::as_const_int(total, &n) && n < per_block) per_block = std::max<int64_t>(32, (n + 31) / 32 * 32);
   const std::string b = fresh("gpu_block", taken), t = fresh("gpu_thread", taken), g = fresh("gpu_i", taken);
   const Expr gi = loop::var(g);
-  Stmt body = loop::if_then(loop::binary(loop::BinaryOp::Lt, gi, total), thread_body(par, nest, gi));
+  Stmt body = loop::if_then(loop::binary(loop::BinaryOp::Lt, gi, total), thread_body(par, nest, gi, v, taken));
   body = loop::let(g, loop::var(b) * Expr(per_block) + loop::var(t), body);
   body = loop::for_loop(t, Expr(0), Expr(per_block), ForKind::GpuThreadX, body);
   const Expr blocks = loop::floordiv(total + Expr(per_block - 1), Expr(per_block));
@@ -467,8 +486,14 @@ loop::Kernel schedule_for_gpu(const loop::Kernel& k, const GpuScheduleOptions& o
   if (!par || stores_param_outside(k.body)) {
     out.body = single_thread(k.body, &taken);
   } else {
+    // 16-byte stores (codegen/cuda): as many iterations per thread as the
+    // widest output element fits into vector_bytes.
+    int64_t widest = 1;
+    for (size_t i = k.num_inputs; i < k.params.size(); ++i)
+      widest = std::max<int64_t>(widest, dtype_storage_size(k.params[i]->dtype));
+    const int64_t per_thread = o.vector_bytes / widest;
     out.body = replace_parallel(k.body, [&](const StmtNode& p) {
-      return map_to_threads(p, syms, o.threads_per_block, &taken);
+      return map_to_threads(p, syms, o.threads_per_block, per_thread, &taken);
     });
   }
   out = loop::simplify(out);

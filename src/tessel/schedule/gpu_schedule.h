@@ -72,6 +72,12 @@ struct GpuScheduleOptions {
   // block, or per warp, with gpu.lanes loops (see above); false keeps a
   // thread per row.
   bool lanes = true;
+  // A thread of a flattened row takes vector_bytes / (its kernel's widest
+  // output element) consecutive iterations of the row's inner loop, as a
+  // vectorized loop (when the row's length is a constant multiple of that),
+  // so the row's index arithmetic is shared and the CUDA emitter can store
+  // them with one 16-byte store (docs/codegen_cuda.md). 1: one iteration.
+  int64_t vector_bytes = 16;
 };
 
 loop::Kernel schedule_for_gpu(const loop::Kernel& k, const GpuScheduleOptions& o = {});

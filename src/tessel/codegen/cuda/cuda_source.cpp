@@ -256,6 +256,10 @@ class KernelWriter final : public CodeSink {
       case StmtKind::Store:
         TS_CHECK(!mma_ || in_epilogue_ || s->buffer->scope != loop::BufferScope::Param, "cuda codegen: kernel ",
                  k_.name, " stores to %", s->buffer->name, " outside its contract statement");
+        if (auto it = gathered_.find(s.node.get()); it != gathered_.end()) {
+          line(str_cat(it->second, " = ", ExprEmitter::to_storage(s->buffer->dtype, ex_.emit(s->value)), ";"));
+          return;
+        }
         line(str_cat(buffer_name(s->buffer->name), "[", ex_.flat_index(*s->buffer, s->indices),
                      "] = ", ExprEmitter::to_storage(s->buffer->dtype, ex_.emit(s->value)), ";"));
         return;
@@ -305,14 +309,41 @@ class KernelWriter final : public CodeSink {
     if (is_gpu_axis(s.for_kind)) return gpu_loop(s);
     TS_CHECK(s.for_kind != ForKind::Parallel, "cuda codegen: parallel loop ", s.var,
              " must be mapped to GPU axes first (schedule/gpu_schedule.h)");
-    // Vectorized and unrolled loops are plain loops for now.
+    // Vectorized and unrolled loops are plain loops, but a vectorized one's
+    // stores may be gathered into one wide store (vector_store.cpp).
+    const std::vector<VectorStore> wide = vector_stores(s);
     const std::string v = var_name(s.var), end = "e_" + mangle(s.var);
+    if (!wide.empty()) {
+      line("{");
+      ++indent_;
+      for (const VectorStore& w : wide) {
+        const std::string reg = str_cat("ts_vs", vector_regs_++);
+        const loop::Buffer& b = *w.store->buffer;
+        line(str_cat("__align__(", w.bytes, ") ", storage_type(b.dtype), " ", reg, "[", w.bytes / dtype_storage_size(b.dtype),
+                     "];"));
+        gathered_[w.store] = str_cat(reg, "[", v, "]");
+      }
+      line("#pragma unroll");
+    }
     line(str_cat("for (long long ", v, " = ", ex_.emit(s.min), ", ", end, " = ", v, " + ", ex_.emit(s.extent), "; ",
                  v, " < ", end, "; ++", v, ") {"));
     ++serial_loops_;
-    ExprEmitter::Scope range(ex_, s.var, iteration_range(ex_.bounds(s.min), ex_.bounds(s.extent)));
-    block(s.body[0]);
+    {
+      ExprEmitter::Scope range(ex_, s.var, iteration_range(ex_.bounds(s.min), ex_.bounds(s.extent)));
+      block(s.body[0]);
+    }
     --serial_loops_;
+    line("}");
+    if (wide.empty()) return;
+    for (const VectorStore& w : wide) {
+      const std::string type = w.bytes == 16 ? "ts_v16" : w.bytes == 8 ? "ts_v8" : "unsigned";
+      const std::string reg = gathered_.at(w.store);
+      const loop::Buffer& b = *w.store->buffer;
+      line(str_cat("*reinterpret_cast<", type, "*>(&", buffer_name(b.name), "[", ex_.emit(w.first), "]) = *reinterpret_cast<const ",
+                   type, "*>(", reg.substr(0, reg.find('[')), ");"));
+      gathered_.erase(w.store);
+    }
+    --indent_;
     line("}");
   }
 
@@ -501,6 +532,8 @@ class KernelWriter final : public CodeSink {
   const loop::Kernel& k_;
   std::set<std::string> syms_;
   loop::Bounds sym_bounds_;  // the narrow variant's assumption
+  std::map<const StmtNode*, std::string> gathered_;  // stores of a vectorized loop, to its register array
+  int vector_regs_ = 0;
   ExprEmitter ex_;
   std::ostringstream out_;
   int indent_ = 0;
@@ -536,6 +569,8 @@ CudaSource emit_cuda_source(const std::vector<loop::Kernel>& kernels, const Gemm
     if (gemm.wgmma) code += detail::wgmma_prelude();
     break;
   }
+  // The wide stores' types (vector_store.cpp).
+  code += "\nstruct __align__(16) ts_v16 { unsigned x, y, z, w; };\nstruct __align__(8) ts_v8 { unsigned x, y; };\n";
   for (const loop::Kernel& k : kernels) {
     if (!detail::has_lanes_loop(k)) continue;
     code += detail::kLanesPrelude;

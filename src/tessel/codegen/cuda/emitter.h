@@ -86,6 +86,19 @@ class ExprEmitter {
   loop::Bounds bounds_;
 };
 
+// A store in a vectorized loop `for v in [0, V)` that the emitter writes as
+// one store of `bytes` (4, 8 or 16) after the loop (vector_store.cpp): every
+// iteration runs it once, nothing in the loop reads its buffer, and its flat
+// offset maps v = 0..V-1 to V consecutive elements from a multiple of V
+// (loop::contiguous_runs), so the wide store is aligned and writes the same
+// elements. `first` is that offset at v = 0, over variables outside the loop.
+struct VectorStore {
+  const loop::StmtNode* store = nullptr;
+  loop::Expr first;
+  int bytes = 0;
+};
+std::vector<VectorStore> vector_stores(const loop::StmtNode& loop);
+
 // What the tensor-core GEMM emitter (mma_gemm.cpp) needs from the kernel
 // writer: lines at the current indentation, the statement emitter (for the
 // epilogue) and the expression emitter.
