@@ -11,6 +11,11 @@
 //   }                                              if g < N*M { let p = p0 + g floordiv M
 //                                                    let i0 = f(p); let j = j0 + g floormod M; S }
 //
+// With M a constant multiple of V (GpuScheduleOptions::vector_bytes over the
+// widest output element), a thread takes V consecutive j instead, as
+// `vectorized for v in [0, V) { let j = j0 + (g floormod (M / V)) * V + v; S }`
+// over N * M / V threads.
+//
 // The inner loop j is flattened into the thread index (consecutive threads
 // touch consecutive elements: coalesced) when the row body is only lets and
 // that loop, the loop's extent M depends on the syms only, or is
