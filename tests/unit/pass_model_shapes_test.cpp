@@ -82,3 +82,36 @@ TEST(PassModelShapes, EightModelsHaveSymbolicShapesInInputSymbolsOnly) {
 
 }  // namespace
 }  // namespace tessel
+
+namespace tessel {
+namespace {
+
+// fuse_attention on the exported transformers: every Softmax is part of an
+// attention that becomes one Attention node (BERT, GPT-2 and ViT: 12;
+// Llama: 4), and Llama's outputs stay those of the unfused model.
+TEST(PassModelShapes, AttentionFusesInTheTransformers) {
+  const char* dir = std::getenv("TESSEL_MODELS_DIR");
+  if (!dir) GTEST_SKIP() << "set TESSEL_MODELS_DIR to a folder of materialized models";
+  const std::map<std::string, size_t> expected = {
+      {"bert_base.ts17", 12}, {"gpt2.ts17", 12}, {"vit_b_16.ts17", 12}, {"llama_tiny.dynamo", 4}};
+  for (const auto& [name, count] : expected) {
+    const std::string path = std::string(dir) + "/" + name + ".onnx";
+    if (!std::filesystem::exists(path)) {
+      ADD_FAILURE() << "missing " << path;
+      continue;
+    }
+    std::unique_ptr<Model> m = import_onnx_file(path);
+    PassOptions o;
+    o.dims = {{"batch", 1}, {"seq", 16}};
+    run_pipeline(*m, o);
+    std::unique_ptr<Model> before = testing::clone(*m);
+    EXPECT_EQ(testing::count_ops(*m->graph, "Softmax"), count) << name;
+    EXPECT_TRUE(fuse_attention(*m)) << name;
+    EXPECT_EQ(testing::count_ops(*m->graph, "Attention"), count) << name;
+    EXPECT_EQ(testing::count_ops(*m->graph, "Softmax"), 0u) << name;
+    if (std::string(name) == "llama_tiny.dynamo") testing::expect_same_results(*before, *m, {}, 1e-4);
+  }
+}
+
+}  // namespace
+}  // namespace tessel

@@ -45,6 +45,9 @@ bool eliminate_common_subexpressions(Model& m);        // cse.cpp
 bool relayout_gemm_weights(Model& m);                  // gemm_weight_layout.cpp
 bool convs_to_im2col(Model& m);                        // conv_im2col.cpp (CUDA target)
 bool sink_transposes(Model& m);                        // sink_transposes.cpp
+// Scaled dot-product attention as separate ops -> one ONNX Attention node
+// (fuse_attention.cpp; not in the default pipeline yet).
+bool fuse_attention(Model& m);
 // Folds graph inputs that only steer shapes into constants of the given
 // values (bind_shape_inputs.cpp); run before the pipeline.
 bool bind_shape_inputs(Model& m, const std::map<std::string, Tensor>& values);
