@@ -194,6 +194,15 @@ inline std::vector<GroupModel> group_models() {
          Value* h = b.op("Cast", {x}, {{"to", Attribute::of_int(static_cast<int64_t>(DType::F16))}});
          b.output(b.op("Add", {b.op("Mul", {h, h}), b.op("Sqrt", {b.op("Abs", {h})})}));
        }},
+      // Rows of 64: four f32 (16 bytes) and four f16 (8 bytes) outputs a
+      // thread, gathered into wide stores (codegen/cuda/vector_store.cpp).
+      {"wide_rows", [](GraphBuilder& b) {
+         Value* x = b.input("x", DType::F32, {3, 5, 64});
+         Value* y = b.input("y", DType::F32, {64});
+         Value* r = b.op("Relu", {b.op("Add", {x, y})});
+         b.output(r);
+         b.output(b.op("Cast", {r}, {{"to", Attribute::of_int(static_cast<int64_t>(DType::F16))}}));
+       }},
       {"int_where", [](GraphBuilder& b) {
          Value* x = b.input("x", DType::I32, {10, 11});
          Value* y = b.input("y", DType::I32, {11});
