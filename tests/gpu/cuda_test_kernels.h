@@ -194,8 +194,9 @@ inline std::vector<GroupModel> group_models() {
          Value* h = b.op("Cast", {x}, {{"to", Attribute::of_int(static_cast<int64_t>(DType::F16))}});
          b.output(b.op("Add", {b.op("Mul", {h, h}), b.op("Sqrt", {b.op("Abs", {h})})}));
        }},
-      // Rows of 64: four f32 (16 bytes) and four f16 (8 bytes) outputs a
-      // thread, gathered into wide stores (codegen/cuda/vector_store.cpp).
+      // Rows of 64: four f32 outputs a thread, and (the Cast is a kernel of
+      // its own) eight f16 ones, each gathered into a 16-byte store
+      // (codegen/cuda/vector_store.cpp).
       {"wide_rows", [](GraphBuilder& b) {
          Value* x = b.input("x", DType::F32, {3, 5, 64});
          Value* y = b.input("y", DType::F32, {64});
