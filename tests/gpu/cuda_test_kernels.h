@@ -204,6 +204,13 @@ inline std::vector<GroupModel> group_models() {
          b.output(r);
          b.output(b.op("Cast", {r}, {{"to", Attribute::of_int(static_cast<int64_t>(DType::F16))}}));
        }},
+      // bf16 arithmetic rounds after every operation (cvt.rn.bf16.f32 from
+      // sm_80, integer code before): NaN payloads, infinities, ties.
+      {"bf16_math", [](GraphBuilder& b) {
+         Value* x = b.input("x", DType::F32, {8, 33});
+         Value* h = b.op("Cast", {x}, {{"to", Attribute::of_int(static_cast<int64_t>(DType::BF16))}});
+         b.output(b.op("Add", {b.op("Mul", {h, h}), b.op("Sqrt", {b.op("Abs", {h})})}));
+       }},
       {"int_where", [](GraphBuilder& b) {
          Value* x = b.input("x", DType::I32, {10, 11});
          Value* y = b.input("y", DType::I32, {11});

@@ -359,6 +359,24 @@ TEST(Nvrtc, PtxIsForTheVirtualArchitecture) {
   EXPECT_NE(ptx.find("mul.rn.f32"), std::string::npos);
 }
 
+// bf16 rounding is one cvt.rn.bf16.f32 where the architecture has it.
+TEST(Nvrtc, Bf16RoundsWithOneInstructionFromAmpere) {
+  SKIP_WITHOUT_NVRTC();
+  NvrtcOptions turing;
+  turing.arch = "sm_75";
+  const std::string bf16 = "cvt.rn.bf16.f32";
+  Model m;
+  GraphBuilder b(m);
+  for (const GroupModel& gm : group_models())
+    if (gm.name == "bf16_math") gm.build(b);
+  std::vector<loop::Kernel> ks;
+  for (const LoweredGroup& lg : lowered_gpu_groups(m)) ks.push_back(lg.kernel);
+  ASSERT_FALSE(ks.empty());
+  const std::string code = emit_cuda_source(ks).code;
+  EXPECT_NE(compile_to_ptx(code, hopper()).find(bf16), std::string::npos);
+  EXPECT_EQ(compile_to_ptx(code, turing).find(bf16), std::string::npos);
+}
+
 TEST(Nvrtc, ErrorsCarryTheLog) {
   SKIP_WITHOUT_NVRTC();
   try {

@@ -123,12 +123,21 @@ TS_D float ts_h2f(unsigned short h) {
 }
 TS_D float ts_h(float f) { return ts_h2f(ts_f2h(f)); }
 
-// bf16: round to nearest even in integer arithmetic; a NaN keeps its high
-// bits and becomes quiet, so it cannot round to inf.
+// bf16: round to nearest even; a NaN keeps its high bits and becomes quiet,
+// so it cannot round to inf. From sm_80 one cvt.rn.bf16.f32 (the same
+// rounding for every other value; it would give the canonical NaN), before
+// that in integer arithmetic. bf16 code rounds after every operation, so
+// this is most of an elementwise bf16 kernel's arithmetic.
 TS_D unsigned short ts_f2bf(float f) {
   unsigned u = __float_as_uint(f);
   if (f != f) return (unsigned short)((u | 0x00400000u) >> 16);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  unsigned short b;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b) : "f"(f));
+  return b;
+#else
   return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+#endif
 }
 TS_D float ts_bf2f(unsigned short b) { return __uint_as_float((unsigned)b << 16); }
 TS_D float ts_bf(float f) { return ts_bf2f(ts_f2bf(f)); }
