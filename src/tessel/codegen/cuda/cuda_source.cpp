@@ -257,7 +257,8 @@ class KernelWriter final : public CodeSink {
         TS_CHECK(!mma_ || in_epilogue_ || s->buffer->scope != loop::BufferScope::Param, "cuda codegen: kernel ",
                  k_.name, " stores to %", s->buffer->name, " outside its contract statement");
         if (auto it = gathered_.find(s.node.get()); it != gathered_.end()) {
-          line(str_cat(it->second, " = ", ExprEmitter::to_storage(s->buffer->dtype, ex_.emit(s->value)), ";"));
+          line(str_cat(it->second.array, "[", it->second.index, "] = ",
+                       ExprEmitter::to_storage(s->buffer->dtype, ex_.emit(s->value)), ";"));
           return;
         }
         line(str_cat(buffer_name(s->buffer->name), "[", ex_.flat_index(*s->buffer, s->indices),
@@ -312,19 +313,8 @@ class KernelWriter final : public CodeSink {
     // Vectorized and unrolled loops are plain loops, but a vectorized one's
     // stores may be gathered into one wide store (vector_store.cpp).
     const std::vector<VectorStore> wide = vector_stores(s);
+    if (!wide.empty()) open_gathered(wide, var_name(s.var));
     const std::string v = var_name(s.var), end = "e_" + mangle(s.var);
-    if (!wide.empty()) {
-      line("{");
-      ++indent_;
-      for (const VectorStore& w : wide) {
-        const std::string reg = str_cat("ts_vs", vector_regs_++);
-        const loop::Buffer& b = *w.store->buffer;
-        line(str_cat("__align__(", w.bytes, ") ", storage_type(b.dtype), " ", reg, "[", w.bytes / dtype_storage_size(b.dtype),
-                     "];"));
-        gathered_[w.store] = str_cat(reg, "[", v, "]");
-      }
-      line("#pragma unroll");
-    }
     line(str_cat("for (long long ", v, " = ", ex_.emit(s.min), ", ", end, " = ", v, " + ", ex_.emit(s.extent), "; ",
                  v, " < ", end, "; ++", v, ") {"));
     ++serial_loops_;
@@ -334,13 +324,31 @@ class KernelWriter final : public CodeSink {
     }
     --serial_loops_;
     line("}");
-    if (wide.empty()) return;
+    if (!wide.empty()) close_gathered(wide);
+  }
+
+  // Before a vectorized loop: a register array per gathered store (the
+  // Store case writes element `index` of it), and a brace around both.
+  void open_gathered(const std::vector<VectorStore>& wide, const std::string& index) {
+    line("{");
+    ++indent_;
+    for (const VectorStore& w : wide) {
+      const loop::Buffer& b = *w.store->buffer;
+      const std::string array = str_cat("ts_vs", vector_regs_++);
+      line(str_cat("__align__(", w.bytes, ") ", storage_type(b.dtype), " ", array, "[",
+                   w.bytes / dtype_storage_size(b.dtype), "];"));
+      gathered_[w.store] = {array, index};
+    }
+    line("#pragma unroll");
+  }
+
+  // After it: each array in one store of w.bytes at the loop's first offset.
+  void close_gathered(const std::vector<VectorStore>& wide) {
     for (const VectorStore& w : wide) {
       const std::string type = w.bytes == 16 ? "ts_v16" : w.bytes == 8 ? "ts_v8" : "unsigned";
-      const std::string reg = gathered_.at(w.store);
-      const loop::Buffer& b = *w.store->buffer;
-      line(str_cat("*reinterpret_cast<", type, "*>(&", buffer_name(b.name), "[", ex_.emit(w.first), "]) = *reinterpret_cast<const ",
-                   type, "*>(", reg.substr(0, reg.find('[')), ");"));
+      const std::string& array = gathered_.at(w.store).array;
+      line(str_cat("*reinterpret_cast<", type, "*>(&", buffer_name(w.store->buffer->name), "[", ex_.emit(w.first),
+                   "]) = *reinterpret_cast<const ", type, "*>(", array, ");"));
       gathered_.erase(w.store);
     }
     --indent_;
@@ -532,7 +540,12 @@ class KernelWriter final : public CodeSink {
   const loop::Kernel& k_;
   std::set<std::string> syms_;
   loop::Bounds sym_bounds_;  // the narrow variant's assumption
-  std::map<const StmtNode*, std::string> gathered_;  // stores of a vectorized loop, to its register array
+  // Stores of the vectorized loop being written that go to a register array
+  // (open_gathered): the array and the loop variable indexing it.
+  struct Gathered {
+    std::string array, index;
+  };
+  std::map<const StmtNode*, Gathered> gathered_;
   int vector_regs_ = 0;
   ExprEmitter ex_;
   std::ostringstream out_;
