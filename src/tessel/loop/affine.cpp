@@ -200,6 +200,19 @@ Expr fold_affine(const Expr& e, const Bounds& bounds) {
   return map_args(e, [&](const Expr& a) { return fold_affine(a, bounds); });
 }
 
+std::optional<Expr> constant_flat_index(const Buffer& b, const std::vector<Expr>& indices) {
+  if (b.shape.size() != indices.size()) return std::nullopt;
+  Expr flat(0);
+  int64_t stride = 1;
+  for (size_t d = b.shape.size(); d-- > 0;) {
+    flat = flat + indices[d] * Expr(stride);
+    int64_t dim = 0;  // the leading dim sets no stride
+    if (d > 0 && (!as_const_int(simplify(b.shape[d]), &dim) || __builtin_mul_overflow(stride, dim, &stride)))
+      return std::nullopt;
+  }
+  return flat;
+}
+
 std::optional<Affine> affine_form(const Expr& e) {
   Collector c;
   if (!c.add(e, 1) || !c.fold_pairs()) return std::nullopt;

@@ -23,6 +23,13 @@ struct Affine {
   std::map<std::string, int64_t> coef;  // variable name -> coefficient (zeros dropped)
 };
 
+// The row-major flat element index sum(indices[d] * stride[d]) of an access
+// to `b`, not simplified (callers decide: simplifying can change the form
+// contiguous_runs recognises); nullopt when a dim that sets a stride (all
+// but the leading one) is not constant, the strides overflow, or the index
+// count is not b's rank.
+std::optional<Expr> constant_flat_index(const Buffer& b, const std::vector<Expr>& indices);
+
 // `e` as an affine form of its variables, or nullopt when it is not one
 // (products of variables, divisions that do not pair up, loads, ...).
 std::optional<Affine> affine_form(const Expr& e);

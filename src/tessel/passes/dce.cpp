@@ -16,8 +16,6 @@
 
 namespace tessel {
 
-namespace {
-
 void count_uses(Graph& g, std::unordered_map<const Value*, int>* uses) {
   for_each_graph(g, [&](Graph& sg) {
     for (const auto& n : sg.nodes())
@@ -27,6 +25,8 @@ void count_uses(Graph& g, std::unordered_map<const Value*, int>* uses) {
       if (v) ++(*uses)[v];
   });
 }
+
+namespace {
 
 void drop_uses(Node& n, std::unordered_map<const Value*, int>* uses) {
   for (const Value* v : n.inputs)

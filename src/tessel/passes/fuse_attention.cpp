@@ -18,7 +18,7 @@
 // (Llama's Unsqueeze/Expand/Reshape) stay expanded: K and V are what the
 // products read. Not in the default pipeline until a GPU kernel takes the
 // node (docs/codegen_cuda.md); tests run it on the real transformer models.
-#include <map>
+#include <unordered_map>
 
 #include "tessel/passes/pass_manager.h"
 
@@ -26,17 +26,7 @@ namespace tessel {
 
 namespace {
 
-using Users = std::map<const Value*, int>;
-
-// Uses of every value of `g`: node inputs (and subgraph captures) and graph outputs.
-Users count_users(const Graph& g) {
-  Users u;
-  for (const auto& n : g.nodes()) {
-    for (const Value* v : n->inputs) if (v) ++u[v];
-  }
-  for (const Value* v : g.outputs) ++u[v];
-  return u;
-}
+using Users = std::unordered_map<const Value*, int>;
 
 // The node producing `v` when it is `op` in the default domain and `v` has one use.
 const Node* single_use(const Value* v, const char* op, const Users& users) {
@@ -60,12 +50,12 @@ bool rank4_const(const Value* v) {
 
 // x, or its unscaled operand (with the scale multiplied into *scale) when x
 // is a single-use Mul by a scalar constant.
-const Value* unscaled(const Value* x, const Users& users, double* scale) {
+Value* unscaled(Value* x, const Users& users, double* scale) {
   if (const Node* m = single_use(x, "Mul", users)) {
     for (int i = 0; i < 2; ++i) {
       if (auto c = scalar(m->input(1 - i))) {
         *scale *= *c;
-        return m->input(i);
+        return m->inputs[static_cast<size_t>(i)];
       }
     }
   }
@@ -93,11 +83,11 @@ std::optional<Match> match(Node& pv, const Users& users) {
   if (!softmax || !rank4_const(p)) return std::nullopt;
   const int64_t axis = softmax->attr_int("axis", -1);
   if (axis != -1 && axis != 3) return std::nullopt;
-  const Value* s = softmax->input(0);
+  Value* s = softmax->inputs[0];
   if (const Node* add = single_use(s, "Add", users)) {
     // The scores are the operand that is a product; the other is the mask.
     for (int i = 0; i < 2; ++i) {
-      const Value* a = add->input(i);
+      Value* a = add->inputs[static_cast<size_t>(i)];
       if (a && a->producer && (a->producer->op == "Mul" || a->producer->op == "MatMul") && a->type == s->type) {
         m.mask = add->inputs[static_cast<size_t>(1 - i)];
         s = a;
@@ -116,8 +106,8 @@ std::optional<Match> match(Node& pv, const Users& users) {
   const std::vector<int64_t> p_kt = kt ? kt->attr_ints("perm", {}) : std::vector<int64_t>{};
   if (p_kt.size() != 4 || p_kt[0] != 0) return std::nullopt;
   m.k_perm = {p_kt[0], p_kt[1], p_kt[3], p_kt[2]};
-  m.q = const_cast<Value*>(unscaled(qk->input(0), users, &m.scale));
-  m.k = const_cast<Value*>(unscaled(kt->input(0), users, &m.scale));
+  m.q = unscaled(qk->inputs[0], users, &m.scale);
+  m.k = unscaled(kt->inputs[0], users, &m.scale);
   if (!rank4_const(m.q) || !rank4_const(m.k) || !rank4_const(m.v) || !rank4_const(pv.outputs[0])) return std::nullopt;
   const DType t = m.q->type.dtype;
   // An additive mask of the same type; a positive scale (the op's default
@@ -133,7 +123,8 @@ std::optional<Match> match(Node& pv, const Users& users) {
 
 bool fuse_attention(Model& m) {
   Graph& g = *m.graph;
-  const Users users = count_users(g);
+  Users users;
+  count_uses(g, &users);
   std::vector<Match> found;
   for (const auto& n : g.nodes())
     if (auto mt = match(*n, users)) found.push_back(*mt);

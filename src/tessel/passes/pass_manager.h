@@ -11,6 +11,7 @@
 #include <ostream>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "tessel/ir/graph.h"
@@ -36,6 +37,11 @@ bool run_pipeline(Model& m, const PassOptions& o);
 // lower_precision only when the precision is not f32; gemm_weight_layout is
 // last).
 std::vector<std::string> pipeline_pass_names();
+
+// Adds to `uses` every use of a value: inputs of the nodes of g and of its
+// subgraphs (a subgraph's use keeps an outer value alive), and graph outputs
+// (dce.cpp; fuse_attention's single-use test too).
+void count_uses(Graph& g, std::unordered_map<const Value*, int>* uses);
 
 // ---- individual passes (one file each) -------------------------------------
 bool infer_shapes(Model& m, const PassOptions& o);     // shape_inference.cpp

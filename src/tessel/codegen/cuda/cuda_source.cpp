@@ -179,9 +179,8 @@ int64_t narrow_sym_limit(const loop::Kernel& k) {
     }
     return true;
   };
-  int64_t lo = 0, hi = INT32_MAX;  // fits(lo) or lo == 0; the answer is at most hi
   if (!fits(1)) return 0;
-  lo = 1;
+  int64_t lo = 1, hi = INT32_MAX;  // fits(lo); the answer is at most hi
   while (lo < hi) {
     const int64_t mid = lo + (hi - lo + 1) / 2;
     if (fits(mid)) {
@@ -564,11 +563,12 @@ class KernelWriter final : public CodeSink {
 }  // namespace
 }  // namespace detail
 
+bool within_narrow_limit(int64_t limit, const std::vector<int64_t>& syms) {
+  return std::all_of(syms.begin(), syms.end(), [&](int64_t v) { return v >= 0 && v <= limit; });
+}
+
 const std::string& launch_symbol(const KernelSource& k, const std::vector<int64_t>& syms) {
-  if (k.narrow_symbol.empty()) return k.symbol;
-  for (int64_t v : syms)
-    if (v < 0 || v > k.narrow_limit) return k.symbol;
-  return k.narrow_symbol;
+  return !k.narrow_symbol.empty() && within_narrow_limit(k.narrow_limit, syms) ? k.narrow_symbol : k.symbol;
 }
 
 std::string kernel_symbol(const std::string& kernel_name) { return "tessel_" + detail::mangle(kernel_name); }

@@ -59,8 +59,11 @@ struct KernelSource {
   int64_t narrow_limit = 0;
 };
 
-// The function to launch for these sym values (in Kernel::syms order): the
-// narrow one when they satisfy its assumption.
+// Whether sym values (in Kernel::syms order) satisfy a narrow variant's
+// assumption: each in [0, limit].
+bool within_narrow_limit(int64_t limit, const std::vector<int64_t>& syms);
+// The function to launch for these sym values: the narrow one where they
+// satisfy its assumption.
 const std::string& launch_symbol(const KernelSource& k, const std::vector<int64_t>& syms);
 
 struct CudaSource {

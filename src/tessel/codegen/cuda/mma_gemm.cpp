@@ -178,19 +178,14 @@ const loop::ExprNode* plain_load(const Expr& operand, DType t) {
 }
 
 // The flat (row-major) element index of `load`, simplified; nullopt when
-// the buffer's shape is not constant.
+// the buffer's shape is not constant (a symbolic leading dim too: the
+// vector operand loads were written and measured for constant shapes).
 std::optional<Expr> flat_index_of(const loop::ExprNode& load) {
-  const std::vector<Expr>& shape = load.buffer->shape;
-  if (shape.size() != load.args.size()) return std::nullopt;
-  Expr flat(0);
-  int64_t stride = 1;
-  for (size_t d = shape.size(); d-- > 0;) {
-    int64_t dim = 0;
-    if (!loop::as_const_int(loop::simplify(shape[d]), &dim)) return std::nullopt;
-    flat = flat + load.args[d] * Expr(stride);
-    stride *= dim;
-  }
-  return loop::simplify(flat);
+  int64_t leading = 0;
+  if (!load.buffer->shape.empty() && !loop::as_const_int(loop::simplify(load.buffer->shape[0]), &leading))
+    return std::nullopt;
+  const std::optional<Expr> flat = loop::constant_flat_index(*load.buffer, load.args);
+  return flat ? std::optional<Expr>(loop::simplify(*flat)) : std::nullopt;
 }
 
 // The flat index as an affine form of the loop variables (loop/affine.h,

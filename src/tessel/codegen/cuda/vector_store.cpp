@@ -20,25 +20,6 @@ using loop::Stmt;
 using loop::StmtKind;
 using loop::StmtNode;
 
-namespace {
-
-// The flat element offset of a store, over its indices and the buffer's
-// constant row-major strides; nullopt when a stride is symbolic.
-std::optional<Expr> flat_offset(const StmtNode& store) {
-  const std::vector<Expr>& shape = store.buffer->shape;
-  std::optional<Expr> flat;
-  int64_t stride = 1;
-  for (size_t d = shape.size(); d-- > 0;) {
-    const Expr term = stride == 1 ? store.indices[d] : store.indices[d] * Expr(stride);
-    flat = flat ? term + *flat : term;
-    int64_t n = 0;
-    if (d > 0 && (!loop::as_const_int(loop::simplify(shape[d]), &n) || __builtin_mul_overflow(stride, n, &stride)))
-      return std::nullopt;
-  }
-  return flat ? flat : std::optional<Expr>(Expr(0));
-}
-
-}  // namespace
 
 std::vector<VectorStore> vector_stores(const StmtNode& loop) {
   int64_t v = 0;
@@ -75,10 +56,12 @@ std::vector<VectorStore> vector_stores(const StmtNode& loop) {
       const int bytes = static_cast<int>(v) * dtype_storage_size(b->dtype);
       if (b->scope != loop::BufferScope::Param || stores[b] != 1 || loaded[b] || (bytes != 4 && bytes != 8 && bytes != 16))
         return;
-      std::optional<Expr> flat = flat_offset(*s);
-      if (!flat) return;
-      for (auto it = lets.rbegin(); it != lets.rend(); ++it) *flat = loop::substitute(*flat, {{it->first, it->second}});
-      if (!loop::contiguous_runs(*flat, loop.var, v)) return;
+      // The indices over the loop variable and outer variables only.
+      std::vector<Expr> indices = s->indices;
+      for (Expr& i : indices)
+        for (auto it = lets.rbegin(); it != lets.rend(); ++it) i = loop::substitute(i, {{it->first, it->second}});
+      const std::optional<Expr> flat = loop::constant_flat_index(*b, indices);
+      if (!flat || !loop::contiguous_runs(*flat, loop.var, v)) return;
       out.push_back({s.node.get(), loop::simplify(loop::substitute(*flat, {{loop.var, Expr(0)}})), bytes});
     }
   };

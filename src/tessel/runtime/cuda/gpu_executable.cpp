@@ -166,9 +166,8 @@ GpuExecutable::Instance& GpuExecutable::instance(const std::map<std::string, int
     }
     l.error = in->errors->ptr() + sizeof(int32_t) * i;
     const GpuLaunch& gl = launches_[i];
-    const bool narrow = gl.narrow_function && std::all_of(l.syms.begin(), l.syms.end(), [&](long long v) {
-                          return v >= 0 && v <= gl.narrow_limit;
-                        });
+    const bool narrow =
+        gl.narrow_function && cuda::within_narrow_limit(gl.narrow_limit, std::vector<int64_t>(l.syms.begin(), l.syms.end()));
     l.function = narrow ? gl.narrow_function : gl.function;
     for (uint64_t& b : l.buffers) l.argv.push_back(&b);
     for (long long& s : l.syms) l.argv.push_back(&s);
