@@ -137,8 +137,8 @@ TEST(CudaSource, ImmediatesAreRoundedToTheirType) {
 // GPU), in 64 bits where they do not: an extent beyond 2^31, a symbolic one.
 TEST(CudaSource, IndexArithmeticIs32BitWhereItProvablyFits) {
   // `extent` elements; `syms` declares it when it is a symbol.
-  const auto code_of = [](const std::string& extent, const std::string& syms = "") {
-    return emit_cuda_source({loop::parse_kernel(
+  const auto kernel_of = [](const std::string& extent, const std::string& syms = "") {
+    return loop::parse_kernel(
                                 "kernel idx(in %x: f32[" + extent + "], out %o: f32[" + extent + "]) " + syms + " {\n"
                                 "  gpu.block.x for b in [0, floordiv(" + extent + " + 255, 256)) {\n"
                                 "    gpu.thread.x for t in [0, 256) {\n"
@@ -151,9 +151,9 @@ TEST(CudaSource, IndexArithmeticIs32BitWhereItProvablyFits) {
                                 "      }\n"
                                 "    }\n"
                                 "  }\n"
-                                "}\n")})
-        .code;
+                                "}\n");
   };
+  const auto code_of = [&](const std::string& extent) { return emit_cuda_source({kernel_of(extent)}).code; };
   const std::string small = code_of("1000000");
   EXPECT_NE(small.find("v_i = ((long long)(((int)v_b * 256) + (int)v_t));"), std::string::npos) << small;
   // A non-negative dividend divides as unsigned; a possibly negative one floors.
@@ -170,18 +170,16 @@ TEST(CudaSource, IndexArithmeticIs32BitWhereItProvablyFits) {
   // A symbolic extent: no bound on the block index times 256 in int in the
   // kernel itself; its narrow variant assumes n <= 2^31 - 1 (x's and o's
   // sizes), which bounds the index, and is launched only where n is.
-  const std::string sym = code_of("n", "syms(n)");
-  const loop::Kernel symbolic = loop::parse_kernel(
-      "kernel idx(in %x: f32[n], out %o: f32[n]) syms(n) {\n  gpu.block.x for b in [0, floordiv(n + 255, 256)) {\n"
-      "    gpu.thread.x for t in [0, 256) {\n      let i = b * 256 + t {\n        if i < n {\n"
-      "          o[i] = x[floordiv(i, 7)]\n        }\n      }\n    }\n  }\n}\n");
-  const CudaSource narrow = emit_cuda_source({symbolic});
+  const CudaSource narrow = emit_cuda_source({kernel_of("n", "syms(n)")});
   const KernelSource& ks = narrow.kernels[0];
   EXPECT_EQ(ks.narrow_symbol, "tessel_idx_i32");
   EXPECT_EQ(ks.narrow_limit, 2147483647);
-  const std::string narrow_fn = narrow.code.substr(narrow.code.find(ks.narrow_symbol + "("));
-  EXPECT_NE(narrow_fn.find("b_o[((int)v_i)] = b_x[(((int)((unsigned)(int)v_i / (unsigned)7)))];"), std::string::npos)
+  const size_t split = narrow.code.find(ks.narrow_symbol + "(");
+  const std::string wide_fn = narrow.code.substr(0, split), narrow_fn = narrow.code.substr(split);
+  EXPECT_NE(wide_fn.find("v_h = ts_floordiv(v_i, 7ll);"), std::string::npos) << wide_fn;
+  EXPECT_NE(narrow_fn.find("v_h = ((long long)((int)((unsigned)(int)v_i / (unsigned)7)));"), std::string::npos)
       << narrow_fn;
+  EXPECT_NE(narrow_fn.find("b_o[((int)v_i)] = b_x["), std::string::npos) << narrow_fn;
   EXPECT_EQ(launch_symbol(ks, {1000}), "tessel_idx_i32");
   EXPECT_EQ(launch_symbol(ks, {3000000000}), "tessel_idx");
   // A kernel the assumption does not change has no variant.
@@ -189,7 +187,6 @@ TEST(CudaSource, IndexArithmeticIs32BitWhereItProvablyFits) {
       "kernel one(in %x: f32[n], out %o: f32[n]) syms(n) {\n  gpu.thread.x for t in [0, 1) {\n"
       "    o[t] = x[t]\n  }\n}\n")});
   EXPECT_EQ(plain.kernels[0].narrow_symbol, "");
-  EXPECT_NE(sym.find("v_h = ts_floordiv(v_i, 7ll);"), std::string::npos) << sym;
 }
 
 // A vectorized loop's store becomes one wide store where every iteration
