@@ -7,6 +7,7 @@
 #   scripts/gpu_check.sh models   # the eight models, --target cuda, fp32 vs ONNX Runtime (batch 1)
 #   scripts/gpu_check.sh bf16     # the same at --precision bf16: relative L2 vs the fp32 reference
 #   scripts/gpu_check.sh bench -- --only resnet50:1   # bench/gpu_models.py (tessel vs torch)
+#   scripts/gpu_check.sh kernels -- --only attention  # bench/gpu_kernels.py (GEMM 4096/8192, attention: tessel vs torch)
 #   scripts/gpu_check.sh models bf16                   # several stages in one call
 #   scripts/gpu_check.sh ncu -- bert_base.ts17:16:14 resnet50.ts17:32:0:'k(1|46)_'
 #                                 # Nsight Compute metrics (time, occupancy, tensor-pipe use,
@@ -70,6 +71,11 @@ run_stage() {
         --json-out "$out/gpu_bench.jsonl" "$@" 2>&1 | tee -a "$out/gpu_bench.log"
       return "${PIPESTATUS[0]}"
       ;;
+    kernels)
+      python3 bench/gpu_kernels.py --tessel $bin --out /tmp/tessel-kernels \
+        --json-out "$out/gpu_kernels.jsonl" "$@" 2>&1 | tee -a "$out/gpu_kernels.log"
+      return "${PIPESTATUS[0]}"
+      ;;
     ncu)
       local metrics=gpu__time_duration.sum,launch__grid_size,launch__block_size,launch__registers_per_thread
       metrics+=,launch__shared_mem_per_block_dynamic,sm__warps_active.avg.pct_of_peak_sustained_active
@@ -99,7 +105,7 @@ run_stage() {
       return $st
       ;;
     *)
-      echo "usage: scripts/gpu_check.sh STAGE... [-- options for the last stage]; stages: tests models bf16 bench ncu" >&2
+      echo "usage: scripts/gpu_check.sh STAGE... [-- options for the last stage]; stages: tests models bf16 bench kernels ncu" >&2
       return 2
       ;;
   esac

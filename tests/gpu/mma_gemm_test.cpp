@@ -60,8 +60,34 @@ std::vector<GemmCase> wgmma_cases() {
 GemmTarget small_hopper() {
   GemmTarget t;
   t.wgmma = true;
+  t.tma = false;  // the cp.async pipeline (TmaMatchesTheEvaluator has the TMA kernel)
   t.fill_blocks = 4;
   return t;
+}
+
+// The warp-specialised TMA kernel (MmaPlan::tma) for every GEMM of these
+// cases: a machine of 3 multiprocessors, so that each block walks several
+// tiles and the stage ring wraps from one tile into the next.
+GemmTarget tma_hopper() {
+  GemmTarget t;
+  t.wgmma = true;
+  t.fill_blocks = 1;
+  t.sm_count = 3;
+  return t;
+}
+
+// Both B layouts (N-major: 64-column TMA boxes; K-major: one box), 128- and
+// 256-column tiles (N <= 128 or not), batches (3-d tensor maps), edges in
+// every dimension (M, N not multiples of the tile, K of 64, K < 64), bf16
+// and f16, epilogues with bias + ReLU and narrow outputs.
+std::vector<GemmCase> tma_cases() {
+  return {
+      {"tma_n256", DType::BF16, 2, 200, 264, 200, false, false, true, DType::BF16, false},
+      {"tma_n256_t", DType::F16, 3, 130, 264, 136, false, true, true, DType::F16, false},
+      {"tma_n128", DType::BF16, 2, 130, 128, 136, false, false, false, DType::F32, false},
+      {"tma_n128_t", DType::BF16, 1, 70, 72, 24, false, true, false, DType::F32, false},
+      {"tma_long_k", DType::BF16, 1, 130, 136, 1000, false, false, false, DType::F32, false},
+  };
 }
 
 TEST(GpuMma, WgmmaMatchesTheEvaluator) {
@@ -74,6 +100,22 @@ TEST(GpuMma, WgmmaMatchesTheEvaluator) {
   EXPECT_NE(gpu.source().code.find("wgmma on 128-byte swizzled tiles"), std::string::npos);
   for (const GemmCase& c : cases) {
     std::vector<std::vector<uint8_t>> bufs = gemm_case_inputs(c, 3);
+    const GemmReference want = gemm_reference(c, bufs);
+    ASSERT_EQ(gpu.run(c.name, pointers(bufs), syms_of(c)), 0) << c.name;
+    EXPECT_EQ(compare_gemm(c, bufs[3], want), "") << c.name;
+  }
+}
+
+TEST(GpuMma, TmaMatchesTheEvaluator) {
+  SKIP_WITHOUT_GPU();
+  if (!arch_has_wgmma(device_arch())) GTEST_SKIP() << "wgmma needs sm_90a, the device is " << device_arch();
+  const std::vector<GemmCase> cases = tma_cases();
+  std::vector<loop::Kernel> ks;
+  for (const GemmCase& c : cases) ks.push_back(gemm_case_kernel(c));
+  GpuKernels gpu(ks, tma_hopper());
+  for (const KernelSource& k : gpu.source().kernels) EXPECT_EQ(k.tensor_maps.size(), 2u) << k.kernel_name;
+  for (const GemmCase& c : cases) {
+    std::vector<std::vector<uint8_t>> bufs = gemm_case_inputs(c, 5);
     const GemmReference want = gemm_reference(c, bufs);
     ASSERT_EQ(gpu.run(c.name, pointers(bufs), syms_of(c)), 0) << c.name;
     EXPECT_EQ(compare_gemm(c, bufs[3], want), "") << c.name;

@@ -41,10 +41,18 @@ const loop::StmtNode& contract_of(const loop::Kernel& k) {
   return *found;
 }
 
+// wgmma with the cp.async pipeline (tma_target: the warp-specialised TMA kernel).
 GemmTarget hopper_target(int64_t fill_blocks = 120) {
   GemmTarget t;
   t.wgmma = true;
+  t.tma = false;
   t.fill_blocks = fill_blocks;
+  return t;
+}
+
+GemmTarget tma_target(int64_t fill_blocks = 120) {
+  GemmTarget t = hopper_target(fill_blocks);
+  t.tma = true;
   return t;
 }
 
@@ -181,6 +189,74 @@ TEST(MmaPlan, WgmmaOnHopperPipelines) {
         const MmaPlan p = plan_of({"p", DType::BF16, 1, m, n, k}, hopper_target());
         EXPECT_LE(p.shared_bytes(), 113 * 1024);
       }
+}
+
+// The TMA kernel takes the GEMMs that fill 120 blocks of 128 x 256 (or
+// 128 x 128) tiles and whose operands are TMA copies: plain 2-byte loads at
+// 16-byte aligned starts and strides, k (or j for B stored [K, N]) contiguous.
+TEST(MmaPlan, TmaForLargeGemms) {
+  const auto plan = [](const GemmCase& c) {
+    const MmaPlan p = plan_of(c, tma_target());
+    return p.tma ? str_cat(p.tiles.bm, "x", p.tiles.bn, "x", p.tiles.bk, "/", p.threads(), " x", p.stages)
+                 : std::string(p.wgmma ? "wgmma" : "mma.sync");
+  };
+  EXPECT_EQ(plan({"p", DType::BF16, 1, 4096, 4096, 4096}), "128x256x64/384 x4");
+  EXPECT_EQ(plan({"p", DType::F16, 1, 8192, 8192, 8192, false, true}), "128x256x64/384 x4");  // B stored [N, K]
+  EXPECT_EQ(plan({"p", DType::BF16, 32, 512, 128, 256}), "128x128x64/384 x6");  // N <= 128
+  EXPECT_EQ(plan({"p", DType::BF16, 1, 4096, 768, 768}), "128x128x64/384 x6");  // 32 x 3 tiles of 256: too few
+  // 150 tiles of 256 columns are two waves over 132 multiprocessors, 300 of 128 three half as long.
+  EXPECT_EQ(plan({"p", DType::BF16, 1, 6304, 768, 3072}), "128x128x64/384 x6");
+  EXPECT_EQ(plan({"p", DType::BF16, 1, 2048, 768, 768}), "wgmma");  // 96 tiles of 128: the cp.async pipeline's smaller ones
+  EXPECT_EQ(plan({"p", DType::BF16, 1, 128, 768, 768}), "mma.sync");           // 32-row tiles
+  EXPECT_EQ(plan({"p", DType::BF16, 1, 100352, 64, 576}), "wgmma");            // N = 64
+  EXPECT_EQ(plan({"p", DType::BF16, 32, 512, 128, 64}), "wgmma");              // K = 64
+  {
+    // A costly epilogue with K < 1024 stays on the cp.async pipeline (two blocks
+    // a multiprocessor overlap one's epilogue with the other's multiplies).
+    const GemmCase c{"p", DType::BF16, 1, 4096, 4096, 768};
+    std::string text = gemm_case_text(c, false);
+    const std::string from = "o[bb, i, j] = acc";
+    text.replace(text.find(from), from.size(),
+                 "o[bb, i, j] = acc * (acc + 1.0f32) * (acc + 2.0f32) * (acc + 3.0f32) * (acc + 4.0f32)");
+    const loop::Kernel k = loop::parse_kernel(text);
+    const MmaPlan p = plan_mma_gemm(contract_of(k), tma_target());
+    EXPECT_TRUE(p.wgmma && !p.tma);
+    EXPECT_TRUE(plan_of(c, tma_target()).tma);
+  }
+  EXPECT_EQ(plan({"p", DType::BF16, 1, 4096, 4096, 4092}), "mma.sync");        // rows of 4092: not 16-byte aligned
+  EXPECT_EQ(plan({"p", DType::F32, 1, 4096, 4096, 4096}), "mma.sync");
+  EXPECT_FALSE(plan_of({"p", DType::BF16, 1, 4096, 4096, 4096}, hopper_target()).tma);
+  for (int64_t n : {128, 256, 4096}) {
+    const MmaPlan p = plan_of({"p", DType::BF16, 1, 16384, n, 4096}, tma_target());
+    ASSERT_TRUE(p.tma);
+    EXPECT_LE(p.shared_bytes(), 227 * 1024);
+    EXPECT_GE(p.stages, 4);
+  }
+}
+
+// The tensor maps of the TMA kernel: A as (K, M[, batch]) with a box of 64 x
+// 128, B stored [K, N] as (N, K[, batch]) in 64 x 64 boxes, or stored [N, K]
+// as (K, N[, batch]) in 64 x 256 boxes; byte strides; one map per operand.
+TEST(MmaEmit, TmaTensorMaps) {
+  const auto maps = [](const GemmCase& c) {
+    const CudaSource src = emit_cuda_source({gemm_case_kernel(c)}, tma_target(1));
+    std::string out;
+    for (const TensorMapSpec& m : src.kernels.at(0).tensor_maps) {
+      out += str_cat("p", m.param, " +", m.offset, " dims");
+      for (const loop::Expr& d : m.dims) out += " " + loop::print(d);
+      out += " strides";
+      for (int64_t st : m.strides) out += str_cat(" ", st);
+      out += " box";
+      for (int b : m.box) out += str_cat(" ", b);
+      out += "; ";
+    }
+    return out;
+  };
+  EXPECT_EQ(maps({"m", DType::BF16, 2, 300, 520, 600}),
+            "p0 +0 dims 600 300 2 strides 1200 360000 box 64 128 1; "
+            "p1 +0 dims 520 600 2 strides 1040 624000 box 64 64 1; ");
+  EXPECT_EQ(maps({"m", DType::F16, 1, 4224, 1024, 256, false, true}),  // 132 tiles of 256 columns
+            "p0 +0 dims 256 4224 strides 512 box 64 128; p1 +0 dims 256 1024 strides 512 box 64 256; ");
 }
 
 TEST(MmaPlan, LoadOrderFollowsTheInnermostIndex) {
@@ -361,6 +437,30 @@ TEST(MmaNvrtc, WgmmaCompilesForHopper) {
                            "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16", "wgmma.fence.sync.aligned",
                            "wgmma.commit_group.sync.aligned", "wgmma.wait_group.sync.aligned 0",
                            "fence.proxy.async.shared::cta", "cp.async.cg.shared.global"})
+    EXPECT_NE(ptx.find(insn), std::string::npos) << insn;
+  EXPECT_EQ(ptx.find(".local"), std::string::npos);
+}
+
+// The TMA kernel compiles for sm_90a without spills or local memory, with
+// the copies, barriers and register reallocation in its PTX.
+TEST(MmaNvrtc, TmaCompilesForHopper) {
+  SKIP_WITHOUT_NVRTC();
+  std::vector<loop::Kernel> ks;
+  ks.push_back(gemm_case_kernel({"tma_bf16", DType::BF16, 1, 4096, 4096, 4096, false, false, true, DType::BF16}));
+  ks.push_back(gemm_case_kernel({"tma_f16_t", DType::F16, 3, 1000, 100, 520, false, true}));
+  for (const loop::Kernel& k : ks) EXPECT_TRUE(plan_mma_gemm(contract_of(k), tma_target(1)).tma) << k.name;
+  const CudaSource src = emit_cuda_source(ks, tma_target(1));
+  const Cubin c = compile_to_cubin(src.code, hopper());
+  EXPECT_EQ(c.image.substr(0, 4), "\x7f" "ELF");
+  EXPECT_EQ(c.log.find("warning"), std::string::npos) << c.log;
+  const std::string ptx = compile_to_ptx(src.code, hopper());
+  for (const char* insn : {"cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes",
+                           "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes",
+                           "mbarrier.try_wait.parity.shared::cta.b64", "mbarrier.arrive.expect_tx.shared::cta.b64",
+                           "setmaxnreg.dec.sync.aligned.u32 40", "setmaxnreg.inc.sync.aligned.u32 232",
+                           "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16",
+                           "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16", "wgmma.wait_group.sync.aligned 1",
+                           ".param .align 64 .b8 tessel_tma__bf16_param_5[128]"})
     EXPECT_NE(ptx.find(insn), std::string::npos) << insn;
   EXPECT_EQ(ptx.find(".local"), std::string::npos);
 }

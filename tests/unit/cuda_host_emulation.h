@@ -386,6 +386,13 @@ inline int atomicCAS(int* p, int expected, int desired) { return ts_emu::atomic_
   inline void ts_wgmma_fence() {}                                                                \
   inline void ts_wgmma_commit() {}                                                               \
   inline void ts_wgmma_wait0() {}                                                                \
+  inline void ts_wgmma_wait1() {}                                                                \
+  inline unsigned long long ts_wdesc(unsigned a) {                                               \
+    return (unsigned long long)((a & 0x3FFFFu) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62); \
+  }                                                                                              \
+  inline unsigned long long ts_wdesc_n(unsigned a) {                                             \
+    return (unsigned long long)((a & 0x3FFFFu) >> 4) | (512ull << 16) | (64ull << 32) | (1ull << 62); \
+  }                                                                                              \
   TS_EMU_WGMMA_HELPER(bf16, 64, 0)                                                               \
   TS_EMU_WGMMA_HELPER(bf16, 64, 1)                                                               \
   TS_EMU_WGMMA_HELPER(bf16, 128, 0)                                                              \

@@ -223,7 +223,7 @@ class KernelWriter final : public CodeSink {
     if (!contracts.empty()) mma_ = plan_mma_gemm(*contracts[0], gemm_);
     std::string sig = "extern \"C\" __global__ void ";
     if (mma_) {
-      sig += str_cat("__launch_bounds__(", mma_->tiles.threads(),
+      sig += str_cat("__launch_bounds__(", mma_->threads(),
                      mma_->min_blocks > 1 ? str_cat(", ", mma_->min_blocks) : "", ") ");
     }
     sig += info->symbol + "(";
@@ -232,7 +232,9 @@ class KernelWriter final : public CodeSink {
       sig += str_cat(i < k_.num_inputs ? "const " : "", storage_type(b.dtype), "* ", buffer_name(b.name), ", ");
     }
     for (const std::string& s : k_.syms) sig += "const long long " + var_name(s) + ", ";
-    sig += "int* ts_error) {";
+    sig += "int* ts_error";
+    if (mma_ && mma_->tma) sig += ", const __grid_constant__ ts_tmap ts_tma_a, const __grid_constant__ ts_tmap ts_tma_b";
+    sig += ") {";
     line(sig);
     ++indent_;
     for (const loop::BufferRef& b : k_.params) declare_strides(*b);
@@ -240,10 +242,16 @@ class KernelWriter final : public CodeSink {
     --indent_;
     line("}");
     info->launch = launch_;
+    info->tensor_maps = tensor_maps_;
     return out_.str();
   }
 
   // CodeSink, for the GEMM emitter.
+  int param_index(const loop::Buffer& b) const override {
+    for (size_t i = 0; i < k_.params.size(); ++i)
+      if (k_.params[i].get() == &b) return static_cast<int>(i);
+    fail("cuda codegen: %", b.name, " is not a parameter of ", k_.name);
+  }
   void line(const std::string& text) override {
     out_ << std::string(2 * static_cast<size_t>(indent_), ' ') << text << "\n";
   }
@@ -413,7 +421,7 @@ class KernelWriter final : public CodeSink {
     // The GEMM emitter declares variables of its own; the syms stay bounded.
     loop::Bounds outer = ex_.take_bounds();
     ex_.restore_bounds(sym_bounds_);
-    launch_ = emit_mma_gemm(s, *mma_, syms_, *this);
+    launch_ = mma_->tma ? emit_tma_gemm(s, *mma_, *this, &tensor_maps_) : emit_mma_gemm(s, *mma_, syms_, *this);
     ex_.restore_bounds(std::move(outer));
     in_epilogue_ = false;
   }
@@ -557,6 +565,7 @@ class KernelWriter final : public CodeSink {
   bool in_epilogue_ = false;
   std::set<ForKind> axes_;
   LaunchGeometry launch_;
+  std::vector<TensorMapSpec> tensor_maps_;  // the TMA GEMM's (KernelSource::tensor_maps)
   int lanes_ = 0;  // gpu.lanes loops so far (names their registers and shared arrays)
 };
 

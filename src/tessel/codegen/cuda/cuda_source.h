@@ -7,7 +7,8 @@
 //   one `long long` per Kernel::syms entry,
 //   `int* error`: 0 before the launch; a failed Assert stores 1 + its
 //   pre-order number there with atomicCAS (the first to fail wins) and its
-//   thread returns.
+//   thread returns;
+//   one TMA tensor map per KernelSource::tensor_maps entry (TensorMapSpec).
 // GPU-axis loops (gpu.block.x ... gpu.thread.z) take their variable from
 // blockIdx/threadIdx; the launch geometry is their extents (1 where an axis
 // is absent), which must depend on the syms only. Other loops, vectorized and
@@ -36,6 +37,22 @@
 
 namespace tessel::cuda {
 
+// A TMA tensor map (CUtensorMap, 128 bytes) that a kernel takes by value
+// (`const __grid_constant__ ts_tmap`) after its `error` parameter, one per
+// entry of KernelSource::tensor_maps in order. The runtime builds it at
+// launch (tensor_map.h) over parameter `param`'s buffer from element
+// `offset` on: dims[d] elements along dimension d (innermost first, i64
+// expressions over the syms), strides[d - 1] bytes between consecutive
+// entries of dimension d >= 1, `box` elements per dimension in one copy,
+// 2-byte elements, the 128-byte swizzle, zeros read outside the dims.
+struct TensorMapSpec {
+  int param = 0;
+  int64_t offset = 0;
+  std::vector<loop::Expr> dims;
+  std::vector<int64_t> strides;
+  std::vector<int> box;
+};
+
 // Launch geometry: extents of the gpu.block.{x,y,z} and gpu.thread.{x,y,z}
 // loops, i64 expressions over the kernel's syms.
 struct LaunchGeometry {
@@ -57,6 +74,7 @@ struct KernelSource {
   // Empty when the assumption changes nothing.
   std::string narrow_symbol;
   int64_t narrow_limit = 0;
+  std::vector<TensorMapSpec> tensor_maps;
 };
 
 // Whether sym values (in Kernel::syms order) satisfy a narrow variant's

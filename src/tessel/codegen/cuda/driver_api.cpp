@@ -32,6 +32,10 @@ constexpr int kCaptureModeThreadLocal = 1;          // CU_STREAM_CAPTURE_MODE_TH
 constexpr int kStreamNonBlocking = 1;               // CU_STREAM_NON_BLOCKING
 constexpr int kFuncMaxDynamicSharedBytes = 8;       // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 constexpr int kMaxSharedPerBlockOptin = 97;         // CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
+// cuTensorMapEncodeTiled's enums (cuda.h): 2-byte unsigned elements, no
+// interleave, 128-byte swizzle, L2 promotion of 256 bytes, zero fill.
+constexpr int kTensorMapUint16 = 1, kTensorMapInterleaveNone = 0, kTensorMapSwizzle128 = 3,
+              kTensorMapL2Promotion256 = 3, kTensorMapFillZero = 0;
 
 enum Attribute {
   kMaxThreadsPerBlock = 1,
@@ -86,6 +90,8 @@ struct DriverApi {
   CUresult (*event_record)(CUevent, CUstream) = nullptr;
   CUresult (*event_synchronize)(CUevent) = nullptr;
   CUresult (*event_elapsed)(float*, CUevent, CUevent) = nullptr;
+  CUresult (*tensor_map_encode_tiled)(void*, int, unsigned, void*, const uint64_t*, const uint64_t*, const unsigned*,
+                                      const unsigned*, int, int, int, int) = nullptr;
 };
 
 std::string describe(const DriverApi& d, CUresult r) {
@@ -148,6 +154,7 @@ void resolve_all(DriverApi& d) {
   resolve(d, d.event_destroy, "cuEventDestroy");
   resolve(d, d.event_record, "cuEventRecord");
   resolve(d, d.event_synchronize, "cuEventSynchronize");
+  resolve(d, d.tensor_map_encode_tiled, "cuTensorMapEncodeTiled");
   // CUDA 12.8 added cuEventElapsedTime_v2 (same signature); CUDA 13 drivers
   // may serve only that one, older ones only the first.
   try {
@@ -400,6 +407,28 @@ void* prepare_function(const Module& m, const std::string& symbol, unsigned dyna
   void* fn = m.function(symbol);
   if (dynamic_shared > 48 * 1024) set_max_dynamic_shared(fn, dynamic_shared);
   return fn;
+}
+
+TensorMap encode_tensor_map(uint64_t address, int rank, const uint64_t* dims, const uint64_t* strides,
+                            const uint32_t* box) {
+  const DriverApi& d = driver();
+  TensorMap m;
+  const unsigned ones[5] = {1, 1, 1, 1, 1};
+  TS_CHECK(rank >= 1 && rank <= 5, "CUDA: a tensor map of rank ", rank);
+  const CUresult r = d.tensor_map_encode_tiled(&m, kTensorMapUint16, static_cast<unsigned>(rank),
+                                               reinterpret_cast<void*>(address), dims, strides, box, ones,
+                                               kTensorMapInterleaveNone, kTensorMapSwizzle128,
+                                               kTensorMapL2Promotion256, kTensorMapFillZero);
+  if (r != 0) {
+    std::string what = str_cat("address ", address, ", dims");
+    for (int i = 0; i < rank; ++i) what += str_cat(" ", dims[i]);
+    what += ", strides";
+    for (int i = 0; i + 1 < rank; ++i) what += str_cat(" ", strides[i]);
+    what += ", box";
+    for (int i = 0; i < rank; ++i) what += str_cat(" ", box[i]);
+    fail("CUDA driver: cuTensorMapEncodeTiled (", what, ") failed: ", describe(d, r));
+  }
+  return m;
 }
 
 void launch(void* fn, Dim3 grid, Dim3 block, void** args, const Stream& s, unsigned shared_bytes) {

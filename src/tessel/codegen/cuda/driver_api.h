@@ -134,6 +134,18 @@ void set_max_dynamic_shared(void* fn, unsigned bytes);
 // (the limit raised when that is over the default 48 KiB).
 void* prepare_function(const Module& m, const std::string& symbol, unsigned dynamic_shared);
 
+// A TMA tensor map (CUtensorMap): opaque, 64-byte aligned as the driver wants it.
+struct alignas(64) TensorMap {
+  uint64_t words[16] = {};
+};
+
+// cuTensorMapEncodeTiled for 2-byte elements at `address`: `rank` dims
+// (innermost first), rank - 1 byte strides, a box per copy, the 128-byte
+// swizzle, zero fill outside the dims. Throws one tessel::Error naming the
+// values the driver rejected.
+TensorMap encode_tensor_map(uint64_t address, int rank, const uint64_t* dims, const uint64_t* strides,
+                            const uint32_t* box);
+
 // Launches `fn`; `args` points at each kernel argument's value, in order.
 // Checks the geometry against the device's limits first.
 void launch(void* fn, Dim3 grid, Dim3 block, void** args, const Stream& s, unsigned shared_bytes = 0);

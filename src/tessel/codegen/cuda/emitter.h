@@ -109,6 +109,8 @@ class CodeSink {
   virtual void indent(int delta) = 0;
   virtual void stmt(const loop::Stmt& s) = 0;
   virtual ExprEmitter& expr() = 0;
+  // The index of `b` among the kernel's parameters (a tensor map's buffer).
+  virtual int param_index(const loop::Buffer& b) const = 0;
 };
 
 // The helpers of GEMM kernels (mma.sync wrappers, tf32 splitting), emitted
@@ -123,5 +125,29 @@ const std::string& wgmma_prelude();
 // only `syms` (the launch is computed from them on the host).
 LaunchGeometry emit_mma_gemm(const loop::StmtNode& contract, const MmaPlan& plan,
                              const std::set<std::string>& syms, CodeSink& out);
+
+// The contract's epilogue as the lambda ts_epilogue(batch, i, j, acc),
+// emitted once and called per output (both GEMM kernels).
+void gemm_epilogue_lambda(const loop::ContractView& c, CodeSink& out);
+
+// ---- the warp-specialised TMA GEMM (tma_gemm.cpp, MmaPlan::tma) ----
+
+// An operand the TMA can copy: cast<f32> of a 2-byte load whose flat index
+// is offset + inner + outer_stride * outer + batch_stride * batch (element
+// units; `inner` the contiguous variable: k, or j for B stored [K, N]), with
+// the start and the strides 16-byte aligned.
+struct TmaOperand {
+  const loop::Buffer* buffer = nullptr;
+  int64_t offset = 0, outer_stride = 0, batch_stride = 0;
+};
+std::optional<TmaOperand> tma_operand(const loop::Expr& operand, DType t, const std::string& inner,
+                                      const std::string& outer, const std::string& batch);
+// Stages of a 128 x bn tile that fit the shared memory, and its bytes.
+int tma_stages(int bn);
+int64_t tma_shared_bytes(int bn, int stages);
+// Writes the kernel body and returns its launch geometry; *maps gets the
+// tensor maps of A and B (the kernel's ts_tma_a and ts_tma_b).
+LaunchGeometry emit_tma_gemm(const loop::StmtNode& contract, const MmaPlan& plan, CodeSink& out,
+                             std::vector<TensorMapSpec>* maps);
 
 }  // namespace tessel::cuda::detail

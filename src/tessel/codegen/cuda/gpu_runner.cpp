@@ -4,6 +4,7 @@
 
 #include "tessel/codegen/cuda/mma_gemm.h"
 #include "tessel/codegen/cuda/nvrtc.h"
+#include "tessel/codegen/cuda/tensor_map.h"
 #include "tessel/loop/eval.h"
 #include "tessel/support/error.h"
 
@@ -77,6 +78,8 @@ int32_t GpuKernels::run(const std::string& name, const std::vector<void*>& buffe
   for (uint64_t& p : ptrs) args.push_back(&p);
   for (long long& s : sym_args) args.push_back(&s);
   args.push_back(&error_ptr);
+  std::vector<TensorMap> maps = encode_tensor_maps(source_.kernels[ki].tensor_maps, ptrs, sym_values, name);
+  for (TensorMap& m : maps) args.push_back(&m);
   const LaunchGeometry& geo = source_.kernels[ki].launch;
   launch(prepare_function(*module_, launch_symbol(source_.kernels[ki], syms), geo.shared_bytes), grid, block,
          args.data(), stream, geo.shared_bytes);

@@ -226,6 +226,7 @@ static int64_t epilogue_tile_bytes(const MmaTiles& t) { return int64_t{t.bm} * (
 static int64_t wgmma_stage_bytes(const MmaTiles& t) { return int64_t{t.bm + t.bn} * t.bk * 2; }
 
 int64_t MmaPlan::shared_bytes() const {
+  if (tma) return detail::tma_shared_bytes(tiles.bn, stages);
   if (wgmma) {
     // + 1 KiB so that the kernel can start its tiles at a 1024-byte boundary
     // (the swizzle atoms' alignment), wherever the dynamic memory starts.
@@ -245,6 +246,8 @@ bool use_wgmma_for(const std::string& arch) {
 GemmTarget gemm_target_for(const std::string& arch) {
   GemmTarget t;
   t.wgmma = use_wgmma_for(arch);
+  const char* env = std::getenv("TESSEL_CUDA_TMA");
+  t.tma = !(env && std::string(env) == "0");
   return t;
 }
 
@@ -258,6 +261,50 @@ static bool use_wgmma(MmaPlan& p) {
   p.wgmma = true;
   p.tiles = make_tiles(t.bm, t.bn, t.bm / 16, 1, 64);
   for (p.stages = 4; p.stages > 2 && p.shared_bytes() > kMaxPipelineShared + 1024;) --p.stages;
+  return true;
+}
+
+// Floating-point operations of the epilogue per output (its float-typed
+// expression nodes): what the TMA kernel's unoverlapped epilogue costs.
+static int64_t epilogue_float_ops(const loop::Stmt& s) {
+  int64_t n = 0;
+  loop::visit_stmt(s, [](const loop::Stmt&) {}, [&](const Expr& root) {
+    loop::visit_expr(root, [&](const Expr& e) { n += is_float(e->dtype) ? 1 : 0; });
+  });
+  return n;
+}
+
+// The warp-specialised TMA kernel (tma_gemm.cpp) for a wgmma plan whose
+// operands the TMA can copy and whose known sizes fill target.fill_blocks
+// blocks with 128 x 256 or 128 x 128 tiles: the width whose whole waves
+// over the multiprocessors cost least (tiles of a partial last wave run
+// alone). Its consumers run the epilogue between their tiles, not
+// overlapped with any multiply (one block per multiprocessor), which on the
+// H200 (2026-12-04) made BERT's FFN GEMM with GELU (K = 768) 1.5x slower than
+// the cp.async pipeline's two blocks: short K takes it only with a cheap
+// epilogue. N <= 64 would leave half of each 128-column tile empty.
+static bool use_tma(MmaPlan& p, const loop::ContractView& c, int64_t batch, int64_t m, int64_t n, int64_t k,
+                    const GemmTarget& target) {
+  if (!p.wgmma || !target.tma || batch < 0 || m < 0 || n <= 64 || k < 0) return false;
+  if (k < 1024 && !(k >= 256 && epilogue_float_ops(c.epilogue) <= 8)) return false;
+  const DType t = p.precision == MmaPrecision::Bf16 ? DType::BF16 : DType::F16;
+  const bool n_major = p.b_load == OperandLoad::VectorRows;
+  if (!detail::tma_operand(c.a, t, c.k, c.i, c.batch) ||
+      !(n_major ? detail::tma_operand(c.b, t, c.j, c.k, c.batch) : detail::tma_operand(c.b, t, c.k, c.j, c.batch)))
+    return false;
+  const auto blocks = [&](int64_t bn) { return batch * ((m + 127) / 128) * ((n + bn - 1) / bn); };
+  const auto cost = [&](int64_t bn) { return (blocks(bn) + target.sm_count - 1) / target.sm_count * bn; };
+  int bn = 0;
+  for (int w : {256, 128}) {
+    if ((w == 256 && n <= 128) || blocks(w) < target.fill_blocks) continue;
+    if (bn == 0 || cost(w) < cost(bn)) bn = w;
+  }
+  if (bn == 0) return false;
+  p.tma = true;
+  p.tiles = make_tiles(128, bn, 8, 1, 64);
+  p.stages = detail::tma_stages(bn);
+  p.sm_count = target.sm_count;
+  p.min_blocks = 1;
   return true;
 }
 
@@ -292,7 +339,10 @@ MmaPlan plan_mma_gemm(const loop::StmtNode& s, const GemmTarget& target) {
                       p.async_copy, target.fill_blocks);
   if (p.async_copy) {
     p.min_blocks = 2;
-    if (target.wgmma && use_wgmma(p)) return p;
+    if (target.wgmma && use_wgmma(p)) {
+      use_tma(p, c, known(c.batch_extent), known(c.m), known(c.n), known(c.k_extent), target);
+      return p;
+    }
     for (p.stages = 4; p.stages > 2 && p.shared_bytes() > kMaxPipelineShared;) --p.stages;
   }
   return p;
@@ -401,9 +451,60 @@ TS_D void ts_fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;" 
 TS_D void ts_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 TS_D void ts_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 TS_D void ts_wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
+TS_D void ts_wgmma_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory"); }
+// Matrix descriptors (PTX ISA, "Matrix Descriptor Format") of 128-byte
+// swizzled tiles at shared address a: start address >> 4 (bits 0-13),
+// leading byte offset >> 4 (bits 16-29), stride byte offset >> 4 (bits
+// 32-45), swizzle mode 1 = 128 bytes (bits 62-63). K-major: the stride is
+// 1024 bytes between 8-row groups; the leading offset is unused (1 by
+// convention). N-major (B stored [K, N]): 64-column blocks of 64 k rows,
+// the leading offset between blocks (64 * 128 bytes), the stride between
+// groups of 8 k.
+TS_D unsigned long long ts_wdesc(unsigned a) {
+  return (unsigned long long)((a & 0x3FFFFu) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
+}
+TS_D unsigned long long ts_wdesc_n(unsigned a) {
+  return (unsigned long long)((a & 0x3FFFFu) >> 4) | (512ull << 16) | (64ull << 32) | (1ull << 62);
+}
+
+// ---- TMA, mbarriers, warp specialisation (tma_gemm.cpp) ----
+struct __align__(64) ts_tmap { unsigned long long v[16]; };  // a CUtensorMap
+TS_D void ts_mbar_init(unsigned bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+// The barriers' initialisation visible to the async proxy (the TMA).
+TS_D void ts_mbar_fence_init() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+TS_D void ts_mbar_expect_tx(unsigned bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+TS_D void ts_mbar_arrive(unsigned bar) { asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory"); }
+// Spins until the phase of parity `parity` has completed (a fresh barrier
+// counts its phase before the first as completed with parity 1).
+TS_D void ts_mbar_wait(unsigned bar, unsigned parity) {
+  asm volatile(
+      "{ .reg .pred p;\n"
+      "ts_mbar_wait_loop:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+      "@!p bra ts_mbar_wait_loop;\n"
+      "}" ::"r"(bar), "r"(parity) : "memory");
+}
+TS_D void ts_tma_2d(unsigned dst, const ts_tmap* map, unsigned bar, int c0, int c1) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];"
+      ::"r"(dst), "l"(map), "r"(bar), "r"(c0), "r"(c1) : "memory");
+}
+TS_D void ts_tma_3d(unsigned dst, const ts_tmap* map, unsigned bar, int c0, int c1, int c2) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];"
+      ::"r"(dst), "l"(map), "r"(bar), "r"(c0), "r"(c1), "r"(c2) : "memory");
+}
+// A barrier of `n` threads (a multiple of 32) with id 1-15 (0 is __syncthreads).
+TS_D void ts_bar_sync(int id, int n) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory"); }
+template <int N> TS_D void ts_setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N)); }
+template <int N> TS_D void ts_setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N)); }
 )";
     for (const char* type : {"bf16", "f16"})
-      for (int n : {64, 128})
+      for (int n : {64, 128, 256})
         for (int trans_b : {0, 1}) t += wgmma_helper(n, type, trans_b);
     return t;
   }();
@@ -516,19 +617,7 @@ class MmaWriter {
       line("extern __shared__ __align__(1024) unsigned char ts_dsmem[];");
       line("unsigned char* const ts_sm = ts_dsmem + ((1024u - (ts_smem_addr(ts_dsmem) & 1023u)) & 1023u);");
       line("const unsigned ts_sm_addr = ts_smem_addr(ts_sm);");
-      // Matrix descriptors (PTX ISA, "Matrix Descriptor Format"): start
-      // address >> 4 (bits 0-13), leading byte offset >> 4 (bits 16-29),
-      // stride byte offset >> 4 (bits 32-45), swizzle mode 1 = 128 bytes
-      // (bits 62-63). K-major: the stride is 1024 bytes between 8-row
-      // groups; the leading offset is unused (1 by convention). N-major (B
-      // stored [K, N]): 64-column blocks of BK rows, the leading offset
-      // between blocks (BK * 128 bytes), the stride between groups of 8 k.
-      line("auto ts_wdesc = [](unsigned a) { return (unsigned long long)((a & 0x3FFFFu) >> 4) | (1ull << 16) | "
-           "(64ull << 32) | (1ull << 62); };");
-      if (b_.how == OperandLoad::VectorRows) {
-        line(str_cat("auto ts_wdesc_n = [](unsigned a) { return (unsigned long long)((a & 0x3FFFFu) >> 4) | (",
-                     t_.bk * 128 / 16, "ull << 16) | (64ull << 32) | (1ull << 62); };"));
-      }
+      // Descriptors: ts_wdesc / ts_wdesc_n (wgmma_prelude).
       return;
     }
     if (!p_.async_copy) {
@@ -637,27 +726,7 @@ class MmaWriter {
     }
   }
 
-  // The epilogue as a lambda of (batch, i, j, acc): emitted once, called per
-  // accumulator; an assert's `return` leaves only that element's epilogue.
-  void epilogue_function() {
-    line(str_cat("auto ts_epilogue = [&](const long long ", var_name(c_.batch), ", const long long ", var_name(c_.i),
-                 ", const long long ", var_name(c_.j), ", const float ", var_name(c_.acc), ") {"));
-    out_.indent(1);
-    {
-      // The lambda runs only for batch < B, i < M, j < N: with constant
-      // extents its index arithmetic can be 32-bit (the ExprEmitter's note).
-      ExprEmitter& ex = out_.expr();
-      const auto below = [&](const Expr& extent) -> std::optional<loop::Interval> {
-        const std::optional<loop::Interval> e = ex.bounds(extent);
-        if (!e || e->hi < 1) return std::nullopt;
-        return loop::Interval{0, e->hi - 1};
-      };
-      ExprEmitter::Scope batch(ex, c_.batch, below(c_.batch_extent)), i(ex, c_.i, below(c_.m)), j(ex, c_.j, below(c_.n));
-      out_.stmt(c_.epilogue);
-    }
-    out_.indent(-1);
-    line("};");
-  }
+  void epilogue_function() { gemm_epilogue_lambda(c_, out_); }
 
   // Element (row r, unit u) of this thread's q-th unit of a tile with `rows`
   // rows, consecutive threads along k (k_major) or along the rows.
@@ -1043,6 +1112,32 @@ class MmaWriter {
   int kpack_ = 1, units_per_row_ = 0, row_units_ = 0, wm_ = 0, wn_ = 0, mt_ = 0, nt_ = 0;
   Side a_, b_;
 };
+
+}  // namespace
+
+// The epilogue as a lambda of (batch, i, j, acc): emitted once, called per
+// accumulator; an assert's `return` leaves only that element's epilogue.
+void gemm_epilogue_lambda(const loop::ContractView& c, CodeSink& out) {
+  out.line(str_cat("auto ts_epilogue = [&](const long long ", var_name(c.batch), ", const long long ", var_name(c.i),
+                   ", const long long ", var_name(c.j), ", const float ", var_name(c.acc), ") {"));
+  out.indent(1);
+  {
+    // The lambda runs only for batch < B, i < M, j < N: with constant
+    // extents its index arithmetic can be 32-bit (the ExprEmitter's note).
+    ExprEmitter& ex = out.expr();
+    const auto below = [&](const Expr& extent) -> std::optional<loop::Interval> {
+      const std::optional<loop::Interval> e = ex.bounds(extent);
+      if (!e || e->hi < 1) return std::nullopt;
+      return loop::Interval{0, e->hi - 1};
+    };
+    ExprEmitter::Scope batch(ex, c.batch, below(c.batch_extent)), i(ex, c.i, below(c.m)), j(ex, c.j, below(c.n));
+    out.stmt(c.epilogue);
+  }
+  out.indent(-1);
+  out.line("};");
+}
+
+namespace {
 
 void check_launch_extent(const Expr& e, const char* what, const std::set<std::string>& syms) {
   loop::visit_expr(e, [&](const Expr& x) {

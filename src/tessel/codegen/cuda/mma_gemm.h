@@ -101,6 +101,12 @@ struct MmaPlan {
   // A stored [K, M]; k for B stored [N, K] (true) or j for B stored [K, N].
   bool a_k_contiguous = true;
   bool b_k_contiguous = false;
+  // Hopper, large GEMMs whose operands are TMA-able (tma_gemm.h): the
+  // warp-specialised persistent kernel. Tiles: BM = 128 (two consumer
+  // warpgroups of 64 rows), BN = 128 or 256, BK = 64; `stages` TMA stages.
+  bool tma = false;
+  int sm_count = 132;  // the persistent grid: one block per multiprocessor
+  int threads() const { return tma ? 384 : tiles.threads(); }
   int64_t shared_bytes() const;  // shared memory of the kernel (dynamic when async_copy)
 };
 
@@ -112,6 +118,10 @@ struct GemmTarget {
   // H100/H200 (132). A 128 x 768 GEMM (BERT at batch 1) in 128 x 128 tiles
   // is 6 blocks, 5% of the machine.
   int64_t fill_blocks = 120;
+  // The warp-specialised TMA kernel for GEMMs that fill the machine with
+  // 128 x 128 tiles (MmaPlan::tma); off: the cp.async wgmma pipeline.
+  bool tma = true;
+  int sm_count = 132;  // multiprocessors (H100/H200 SXM: 132)
 };
 
 // The schedule of a Contract statement: precision from its operands, the
@@ -127,7 +137,8 @@ bool arch_has_wgmma(const std::string& arch);
 // arch_has_wgmma(arch), unless the environment sets TESSEL_CUDA_WGMMA=0 (to
 // compare with, or fall back to, the mma.sync pipeline).
 bool use_wgmma_for(const std::string& arch);
-GemmTarget gemm_target_for(const std::string& arch);  // wgmma from use_wgmma_for
+// wgmma from use_wgmma_for; tma unless TESSEL_CUDA_TMA=0.
+GemmTarget gemm_target_for(const std::string& arch);
 
 // Whether `e` is always a value of type t (f16 or bf16) held in f32:
 // cast<f32> of a t value, a float immediate exact in t, or a select of such.

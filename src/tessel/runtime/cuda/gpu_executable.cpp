@@ -4,6 +4,7 @@
 #include <climits>
 #include <set>
 
+#include "tessel/codegen/cuda/tensor_map.h"
 #include "tessel/interp/interpreter.h"
 #include "tessel/loop/eval.h"
 #include "tessel/runtime/memory_plan.h"
@@ -70,6 +71,7 @@ struct GpuExecutable::Instance {
     std::vector<uint64_t> buffers;
     std::vector<long long> syms;
     uint64_t error = 0;
+    std::vector<cuda::TensorMap> maps;
     std::vector<void*> argv;
     cuda::Dim3 grid, block;
     bool empty = false;  // a zero extent: nothing to run
@@ -172,6 +174,8 @@ GpuExecutable::Instance& GpuExecutable::instance(const std::map<std::string, int
     for (uint64_t& b : l.buffers) l.argv.push_back(&b);
     for (long long& s : l.syms) l.argv.push_back(&s);
     l.argv.push_back(&l.error);
+    l.maps = cuda::encode_tensor_maps(gl.tensor_maps, l.buffers, bindings, k.name);
+    for (cuda::TensorMap& m : l.maps) l.argv.push_back(&m);
     const cuda::LaunchGeometry& geo = launches_[i].geometry;
     l.grid = {launch_extent(geo.grid[0], bindings, k.name), launch_extent(geo.grid[1], bindings, k.name),
               launch_extent(geo.grid[2], bindings, k.name)};

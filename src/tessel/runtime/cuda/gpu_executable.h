@@ -46,6 +46,7 @@ struct GpuLaunch {
   // used by the instances whose sym values are all within [0, narrow_limit].
   void* narrow_function = nullptr;
   int64_t narrow_limit = 0;
+  std::vector<cuda::TensorMapSpec> tensor_maps;  // built per instance (cuda/tensor_map.h)
 };
 
 // Where one run's time went (milliseconds, CUDA events on the stream).
