@@ -72,6 +72,7 @@ GemmTarget tma_hopper() {
   GemmTarget t;
   t.wgmma = true;
   t.fill_blocks = 1;
+  t.tma_min_k = t.tma_min_k_cheap = 0;
   t.sm_count = 3;
   return t;
 }

@@ -492,7 +492,7 @@ std::string host_source(const CudaSource& src) {
   // wgmma's stages: the emulated shared window (ts_emu::smem_addr) is this array.
   for (size_t at; (at = code.find("extern __shared__ __align__(1024)")) != std::string::npos;)
     code = replace_once(code, "extern __shared__ __align__(1024) unsigned char ts_dsmem[];",
-                        "static __align__(1024) unsigned char ts_dsmem[120 * 1024]; ts_emu::window = ts_dsmem;");
+                        "static __align__(1024) unsigned char ts_dsmem[228 * 1024]; ts_emu::window = ts_dsmem;");
   // Dynamic shared memory (the cp.async pipeline): a static buffer as large
   // as the planner allows (112 KiB), shared by the fibers like __shared__.
   for (size_t at; (at = code.find("extern __shared__")) != std::string::npos;)
@@ -532,7 +532,21 @@ int run_on_host(const loop::Kernel& k, const std::map<std::string, int64_t>& sym
   for (size_t i = 0; i < k.params.size(); ++i)
     call += str_cat("(", detail::storage_type(k.params[i]->dtype), "*)p", i, ".data(), ");
   for (const std::string& s : k.syms) call += str_cat(syms.at(s), "ll, ");
-  main += call + "&err); });\n  FILE* out = std::fopen(argv[2], \"wb\");\n";
+  // The TMA GEMM's tensor maps, as the runtime would encode them (tensor_map.h).
+  std::string maps;
+  for (size_t m = 0; m < src.kernels[0].tensor_maps.size(); ++m) {
+    const TensorMapSpec& t = src.kernels[0].tensor_maps[m];
+    std::string dims, strides = "0", box;
+    for (size_t d = 0; d < t.dims.size(); ++d) {
+      dims += str_cat(d ? ", " : "", std::max<int64_t>(1, dim(t.dims[d])));
+      box += str_cat(d ? ", " : "", t.box[d]);
+      if (d > 0) strides += str_cat(", ", t.strides[d - 1]);
+    }
+    main += str_cat("  const ts_emu::TensorMap m", m, "{p", t.param, ".data() + ", t.offset * 2, ", ", t.dims.size(),
+                    ", {", dims, "}, {", strides, "}, {", box, "}};\n");
+    maps += str_cat(", m", m);
+  }
+  main += call + "&err" + maps + "); });\n  FILE* out = std::fopen(argv[2], \"wb\");\n";
   for (size_t i = k.num_inputs; i < bufs.size(); ++i) main += str_cat("  std::fwrite(p", i, ".data(), 1, p", i, ".size(), out);\n");
   main += "  std::fwrite(&err, sizeof err, 1, out);\n  std::fclose(out);\n  return 0;\n}\n";
   std::ofstream(dir / "main.cpp") << main;
@@ -630,6 +644,28 @@ TEST(MmaEmulation, Wgmma) {
     ASSERT_TRUE(p.wgmma) << cases[i].name;
     EXPECT_EQ(str_cat(p.tiles.bm, "x", p.tiles.bn), tiles[i]) << cases[i].name;
     expect_emulation_matches(cases[i], hopper_target(4));
+  }
+}
+
+// The warp-specialised TMA kernel on a machine of 2 multiprocessors (each
+// block walks several tiles, the stage ring wraps across them): both B
+// layouts, 128- and 256-column tiles, 2-d and 3-d tensor maps, edges in M,
+// N and K, K < 64, the epilogue's staging tile. The emulation runs the
+// producer and the consumers as fibers meeting on emulated mbarriers (a
+// phase bug deadlocks it), TMA copies write the 128-byte swizzle by address.
+TEST(MmaEmulation, TmaWarpSpecialised) {
+  GemmTarget t = tma_target(1);
+  t.tma_min_k = t.tma_min_k_cheap = 0;
+  t.sm_count = 2;
+  const std::vector<GemmCase> cases = {
+      {"emu_tma_n256", DType::BF16, 2, 150, 264, 200, false, false, true, DType::BF16, false},
+      {"emu_tma_n128_t", DType::F16, 1, 130, 72, 24, false, true, false, DType::F32, false},
+      {"emu_tma_long_k", DType::BF16, 1, 70, 136, 520, false, true, true, DType::F32, false},
+  };
+  for (const GemmCase& c : cases) {
+    const MmaPlan p = plan_of(c, t);
+    ASSERT_TRUE(p.tma) << c.name;
+    expect_emulation_matches(c, t);
   }
 }
 

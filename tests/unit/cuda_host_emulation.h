@@ -65,6 +65,17 @@ struct Barrier {
 };
 inline Barrier block_barrier;
 inline Barrier warp_barrier[32];
+inline Barrier named_barrier[16];  // bar.sync 1-15
+
+// An mbarrier's state, by its shared address (reset per block): the phase
+// count, the arrivals still expected in this phase, and the transaction
+// bytes outstanding. A phase completes when both reach zero.
+struct Mbarrier {
+  unsigned long phase = 0;
+  int expected = 0, pending = 0;
+  long long tx = 0;
+};
+inline std::vector<std::pair<unsigned, Mbarrier>> mbarriers;
 
 inline unsigned live_in(unsigned first, unsigned count) {
   unsigned n = 0;
@@ -124,6 +135,8 @@ inline void launch(unsigned gx, unsigned gy, unsigned gz, unsigned threads, std:
         fibers = &fs;
         block_barrier = {};
         for (Barrier& b : warp_barrier) b = {};
+        for (Barrier& b : named_barrier) b = {};
+        mbarriers.clear();
         for (unsigned t = 0; t < threads; ++t) {
           Fiber& f = fs[t];
           f.tid = t;
@@ -314,6 +327,94 @@ inline void wgmma(bool bf16, int n, int trans_b, float* d, unsigned long long da
     }
 }
 
+// ---- mbarriers, TMA copies and named barriers (the warp-specialised GEMM) ----
+inline Mbarrier& mbarrier(unsigned addr) {
+  for (auto& [a, m] : mbarriers)
+    if (a == addr) return m;
+  std::fprintf(stderr, "ts_emu: mbarrier at %u used before mbarrier.init\n", addr);
+  std::exit(5);
+}
+inline void mbar_complete_if_done(Mbarrier& m) {
+  if (m.pending == 0 && m.tx == 0) {
+    ++m.phase;
+    m.pending = m.expected;
+  }
+}
+inline void mbar_init(unsigned addr, unsigned count) {
+  for (auto& [a, m] : mbarriers)
+    if (a == addr) {
+      m = Mbarrier{0, static_cast<int>(count), static_cast<int>(count), 0};
+      return;
+    }
+  mbarriers.push_back({addr, Mbarrier{0, static_cast<int>(count), static_cast<int>(count), 0}});
+}
+inline void mbar_arrive(unsigned addr, long long tx) {
+  Mbarrier& m = mbarrier(addr);
+  m.tx += tx;
+  --m.pending;
+  mbar_complete_if_done(m);
+}
+// try_wait.parity p succeeds once the phase of parity p has completed: the
+// current phase's parity is not p (the phase before the first counts as
+// completed with parity 1).
+inline void mbar_wait(unsigned addr, unsigned parity) {
+  Mbarrier& m = mbarrier(addr);
+  while ((m.phase & 1u) == (parity & 1u)) {
+    Fiber& f = (*fibers)[current];
+    f.wait_gen = &m.phase;
+    f.wait_value = m.phase;
+    swapcontext(&f.ctx, &scheduler);
+  }
+}
+
+// A tensor map as the emulation's runner builds it from a TensorMapSpec.
+struct TensorMap {
+  const unsigned char* base;
+  int rank;
+  long long dims[5];
+  long long strides[5];  // bytes; [0] unused (elements are contiguous)
+  int box[5];
+};
+
+// cp.async.bulk.tensor (tile mode, 2-byte elements, 128-byte swizzle): the
+// box at coordinates c is written row after row (128 bytes each: the box is
+// 64 elements wide) from shared address dst, each 16-byte chunk moved by the
+// swizzle of its address (bits 4-6 xor bits 7-9), zeros outside the dims;
+// then its bytes complete on the mbarrier. Done at once: one legal order of
+// the asynchronous copy.
+inline void tma_copy(unsigned dst, const TensorMap* m, unsigned bar, const int* c) {
+  long long rows = 1;
+  for (int d = 1; d < m->rank; ++d) rows *= m->box[d];
+  for (long long r = 0; r < rows; ++r) {
+    long long rest = r, offset = 0;
+    bool inside = true;
+    for (int d = 1; d < m->rank; ++d) {
+      const long long x = c[d] + rest % m->box[d];
+      rest /= m->box[d];
+      inside = inside && x >= 0 && x < m->dims[d];
+      offset += x * m->strides[d];
+    }
+    for (int e = 0; e < m->box[0]; ++e) {
+      const long long x = c[0] + e;
+      unsigned short h = 0;
+      if (inside && x >= 0 && x < m->dims[0]) std::memcpy(&h, m->base + offset + 2 * x, 2);
+      const unsigned a = dst + static_cast<unsigned>(r * 2 * m->box[0] + 2 * e);
+      const unsigned phys = a ^ (((a >> 7) & 7u) << 4);
+      std::memcpy(window + (phys - 16u), &h, 2);
+    }
+  }
+  Mbarrier& b = mbarrier(bar);
+  b.tx -= rows * 2 * m->box[0];
+  mbar_complete_if_done(b);
+}
+
+// bar.sync id, n: the n threads of the aligned group holding this thread
+// (the GEMM's named barriers are one warpgroup each).
+inline void bar_sync(int id, int n) {
+  const unsigned first = threadIdx.x / static_cast<unsigned>(n) * static_cast<unsigned>(n);
+  wait(named_barrier[id], first, static_cast<unsigned>(n));
+}
+
 inline int atomic_cas(int* p, int expected, int desired) {
   const int old = *p;
   if (old == expected) *p = desired;
@@ -381,7 +482,27 @@ inline int atomicCAS(int* p, int expected, int desired) { return ts_emu::atomic_
   inline void ts_wgmma_##type##_n##n##_t##tb(float* d, unsigned long long a, unsigned long long b) { \
     ts_emu::wgmma(#type[0] == 'b', n, tb, d, a, b);                                              \
   }
+#define __grid_constant__
 #define TS_EMU_WGMMA_PRELUDE                                                                     \
+  using ts_tmap = ts_emu::TensorMap;                                                             \
+  inline void ts_mbar_init(unsigned bar, unsigned count) { ts_emu::mbar_init(bar, count); }      \
+  inline void ts_mbar_fence_init() {}                                                            \
+  inline void ts_mbar_expect_tx(unsigned bar, unsigned bytes) { ts_emu::mbar_arrive(bar, bytes); } \
+  inline void ts_mbar_arrive(unsigned bar) { ts_emu::mbar_arrive(bar, 0); }                      \
+  inline void ts_mbar_wait(unsigned bar, unsigned parity) { ts_emu::mbar_wait(bar, parity); }    \
+  inline void ts_tma_2d(unsigned dst, const ts_tmap* m, unsigned bar, int c0, int c1) {          \
+    const int c[2] = {c0, c1};                                                                   \
+    ts_emu::tma_copy(dst, m, bar, c);                                                            \
+  }                                                                                              \
+  inline void ts_tma_3d(unsigned dst, const ts_tmap* m, unsigned bar, int c0, int c1, int c2) {  \
+    const int c[3] = {c0, c1, c2};                                                               \
+    ts_emu::tma_copy(dst, m, bar, c);                                                            \
+  }                                                                                              \
+  inline void ts_bar_sync(int id, int n) { ts_emu::bar_sync(id, n); }                            \
+  template <int N>                                                                               \
+  inline void ts_setmaxnreg_inc() {}                                                             \
+  template <int N>                                                                               \
+  inline void ts_setmaxnreg_dec() {}                                                             \
   inline void ts_fence_async_smem() {}                                                           \
   inline void ts_wgmma_fence() {}                                                                \
   inline void ts_wgmma_commit() {}                                                               \
@@ -397,7 +518,11 @@ inline int atomicCAS(int* p, int expected, int desired) { return ts_emu::atomic_
   TS_EMU_WGMMA_HELPER(bf16, 64, 1)                                                               \
   TS_EMU_WGMMA_HELPER(bf16, 128, 0)                                                              \
   TS_EMU_WGMMA_HELPER(bf16, 128, 1)                                                              \
+  TS_EMU_WGMMA_HELPER(bf16, 256, 0)                                                              \
+  TS_EMU_WGMMA_HELPER(bf16, 256, 1)                                                              \
   TS_EMU_WGMMA_HELPER(f16, 64, 0)                                                                \
   TS_EMU_WGMMA_HELPER(f16, 64, 1)                                                                \
   TS_EMU_WGMMA_HELPER(f16, 128, 0)                                                               \
-  TS_EMU_WGMMA_HELPER(f16, 128, 1)
+  TS_EMU_WGMMA_HELPER(f16, 128, 1)                                                               \
+  TS_EMU_WGMMA_HELPER(f16, 256, 0)                                                               \
+  TS_EMU_WGMMA_HELPER(f16, 256, 1)

@@ -286,7 +286,7 @@ static int64_t epilogue_float_ops(const loop::Stmt& s) {
 static bool use_tma(MmaPlan& p, const loop::ContractView& c, int64_t batch, int64_t m, int64_t n, int64_t k,
                     const GemmTarget& target) {
   if (!p.wgmma || !target.tma || batch < 0 || m < 0 || n <= 64 || k < 0) return false;
-  if (k < 1024 && !(k >= 256 && epilogue_float_ops(c.epilogue) <= 8)) return false;
+  if (k < target.tma_min_k && !(k >= target.tma_min_k_cheap && epilogue_float_ops(c.epilogue) <= 8)) return false;
   const DType t = p.precision == MmaPrecision::Bf16 ? DType::BF16 : DType::F16;
   const bool n_major = p.b_load == OperandLoad::VectorRows;
   if (!detail::tma_operand(c.a, t, c.k, c.i, c.batch) ||

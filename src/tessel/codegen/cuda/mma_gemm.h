@@ -121,6 +121,9 @@ struct GemmTarget {
   // The warp-specialised TMA kernel for GEMMs that fill the machine with
   // 128 x 128 tiles (MmaPlan::tma); off: the cp.async wgmma pipeline.
   bool tma = true;
+  // ... for K at least tma_min_k, or tma_min_k_cheap with an epilogue of at
+  // most 8 float operations (use_tma in mma_gemm.cpp says why).
+  int64_t tma_min_k = 1024, tma_min_k_cheap = 256;
   int sm_count = 132;  // multiprocessors (H100/H200 SXM: 132)
 };
 
