@@ -123,34 +123,53 @@ TEST(GpuMma, TmaMatchesTheEvaluator) {
   }
 }
 
-// The wgmma kernels' SASS (cuobjdump --dump-sass, from the toolkit) holds
-// HGMMA: the warpgroup instructions, not mma.sync's HMMA.
+// The SASS (cuobjdump --dump-sass, from the toolkit) of `ks` for sm_90a.
+std::string sass_of(const std::vector<loop::Kernel>& ks, const GemmTarget& target) {
+  NvrtcOptions o;
+  o.arch = "sm_90a";
+  const Cubin cubin = compile_to_cubin(emit_cuda_source(ks, target).code, o);
+  const std::string path = ::testing::TempDir() + "tessel_wgmma.cubin";
+  {
+    FILE* f = std::fopen(path.c_str(), "wb");
+    EXPECT_NE(f, nullptr);
+    if (!f) return "";
+    std::fwrite(cubin.image.data(), 1, cubin.image.size(), f);
+    std::fclose(f);
+  }
+  FILE* p = popen(("cuobjdump --dump-sass " + path).c_str(), "r");
+  EXPECT_NE(p, nullptr);
+  std::string sass;
+  if (!p) return sass;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) sass.append(buf, n);
+  EXPECT_EQ(pclose(p), 0);
+  std::remove(path.c_str());
+  return sass;
+}
+
+size_t occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = 0; (at = text.find(what, at)) != std::string::npos; ++at) ++n;
+  return n;
+}
+
+// The wgmma kernels' SASS holds HGMMA: the warpgroup instructions, not
+// mma.sync's HMMA; the TMA kernels' also the tensor copies (UTMALDG), the
+// register reallocation (USETMAXREG) and m64n256 wgmmas.
 TEST(GpuMma, WgmmaIsHgmmaInTheSass) {
   SKIP_WITHOUT_GPU();
   if (!arch_has_wgmma(device_arch())) GTEST_SKIP() << "wgmma needs sm_90a, the device is " << device_arch();
   if (std::system("cuobjdump --version > /dev/null 2>&1") != 0) GTEST_SKIP() << "no cuobjdump on PATH";
   std::vector<loop::Kernel> ks;
   for (const GemmCase& c : wgmma_cases()) ks.push_back(gemm_case_kernel(c));
-  NvrtcOptions o;
-  o.arch = "sm_90a";
-  const Cubin cubin = compile_to_cubin(emit_cuda_source(ks, small_hopper()).code, o);
-  const std::string path = ::testing::TempDir() + "tessel_wgmma.cubin";
-  {
-    FILE* f = std::fopen(path.c_str(), "wb");
-    ASSERT_NE(f, nullptr);
-    std::fwrite(cubin.image.data(), 1, cubin.image.size(), f);
-    std::fclose(f);
-  }
-  FILE* p = popen(("cuobjdump --dump-sass " + path).c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string sass;
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) sass.append(buf, n);
-  EXPECT_EQ(pclose(p), 0);
-  size_t hgmma = 0;
-  for (size_t at = 0; (at = sass.find("HGMMA.64x", at)) != std::string::npos; ++at) ++hgmma;
-  EXPECT_GE(hgmma, 4 * ks.size()) << sass.substr(0, 2000);
-  std::remove(path.c_str());
+  const std::string sass = sass_of(ks, small_hopper());
+  EXPECT_GE(occurrences(sass, "HGMMA.64x"), 4 * ks.size()) << sass.substr(0, 2000);
+  std::vector<loop::Kernel> tma;
+  for (const GemmCase& c : tma_cases()) tma.push_back(gemm_case_kernel(c));
+  const std::string tma_sass = sass_of(tma, tma_hopper());
+  EXPECT_GE(occurrences(tma_sass, "HGMMA.64x256x16"), 4u);
+  EXPECT_GE(occurrences(tma_sass, "UTMALDG"), 2 * tma.size());
+  EXPECT_GE(occurrences(tma_sass, "USETMAXREG"), 2 * tma.size());
 }
 
 TEST(GpuMma, Tf32x3MatchesTheEvaluator) {

@@ -248,6 +248,13 @@ GemmTarget gemm_target_for(const std::string& arch) {
   t.wgmma = use_wgmma_for(arch);
   const char* env = std::getenv("TESSEL_CUDA_TMA");
   t.tma = !(env && std::string(env) == "0");
+  // For measuring the planner's K thresholds (docs/codegen_cuda.md): both set to N.
+  if (const char* k = std::getenv("TESSEL_CUDA_TMA_MIN_K"); k && *k) {
+    char* end = nullptr;
+    const long long v = std::strtoll(k, &end, 10);
+    TS_CHECK(*end == 0 && v >= 0, "TESSEL_CUDA_TMA_MIN_K must be a count of elements, got '", k, "'");
+    t.tma_min_k = t.tma_min_k_cheap = v;
+  }
   return t;
 }
 

@@ -140,7 +140,8 @@ bool arch_has_wgmma(const std::string& arch);
 // arch_has_wgmma(arch), unless the environment sets TESSEL_CUDA_WGMMA=0 (to
 // compare with, or fall back to, the mma.sync pipeline).
 bool use_wgmma_for(const std::string& arch);
-// wgmma from use_wgmma_for; tma unless TESSEL_CUDA_TMA=0.
+// wgmma from use_wgmma_for; tma unless TESSEL_CUDA_TMA=0; both of tma's K
+// thresholds from TESSEL_CUDA_TMA_MIN_K when set (to measure them).
 GemmTarget gemm_target_for(const std::string& arch);
 
 // Whether `e` is always a value of type t (f16 or bf16) held in f32:
