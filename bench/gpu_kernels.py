@@ -35,13 +35,12 @@ import argparse
 import json
 import math
 import os
-import subprocess
 import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import gpu_models  # noqa: E402  (cuda_time)
+import gpu_models  # noqa: E402  (cuda_time, run_tessel_json)
 
 NAMES = ["gemm4096", "gemm8192", "attention"]
 
@@ -107,12 +106,9 @@ def write_model(name, dims, path):
 def bench_tessel(path, args, res):
     cmd = [args.tessel, "bench", path, "--target", "cuda", "--precision", "bf16", "--warmup", str(args.warmup),
            "--iters", str(args.iters), "--json", "--profile", "100000"]
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=900)
-    if p.returncode != 0:
-        err = [l for l in p.stderr.decode(errors="replace").splitlines() if l.startswith("error:")]
-        res["tessel_error"] = err[-1] if err else p.stderr.decode(errors="replace")[-400:]
+    doc = gpu_models.run_tessel_json(cmd, res)
+    if doc is None:
         return
-    doc = json.loads(p.stdout)
     res["tessel_ms"] = doc["median_ms"]
     res["tessel_kernels_ms"] = sum(row["median_ms"] for row in doc.get("profile", []))
     res["tessel_kernels"] = [f"{row['median_ms']:.3f} ms {row['what']}" for row in doc.get("profile", [])]

@@ -186,6 +186,17 @@ def bench_torch(fam, feeds, args, res):
 
 # ---- tessel side --------------------------------------------------------------------------
 
+def run_tessel_json(cmd, res):
+    """Runs a `tessel ... --json` command: its JSON document, or None with
+    res["tessel_error"] set to its last error line."""
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=900)
+    if p.returncode != 0:
+        err = [l for l in p.stderr.decode(errors="replace").splitlines() if l.startswith("error:")]
+        res["tessel_error"] = err[-1] if err else p.stderr.decode(errors="replace")[-400:]
+        return None
+    return json.loads(p.stdout)
+
+
 def bench_tessel(model_path, feeds, args, res, work):
     import numpy as np
     os.makedirs(work, exist_ok=True)
@@ -198,13 +209,10 @@ def bench_tessel(model_path, feeds, args, res, work):
         np.save(path, a)
         cmd += ["--input", f"{name}={path}"]
     t0 = time.time()
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=900)
+    doc = run_tessel_json(cmd, res)
     res["tessel_wall_s"] = round(time.time() - t0, 1)
-    if p.returncode != 0:
-        err = [l for l in p.stderr.decode(errors="replace").splitlines() if l.startswith("error:")]
-        res["tessel_error"] = err[-1] if err else p.stderr.decode(errors="replace")[-400:]
+    if doc is None:
         return
-    doc = json.loads(p.stdout)
     res["tessel_ms"] = doc["median_ms"]
     for k in ("upload_ms", "download_ms", "end_to_end_ms", "compile_s", "cuda_graph", "profile"):
         if k in doc:
