@@ -45,6 +45,7 @@ class Compiler {
 
   CStmt stmt(const Stmt& s) {
     if (s->kind == StmtKind::Contract) return contract(s);
+    if (s->kind == StmtKind::Attention) return attention(s);
     CStmt c;
     c.node = s.node.get();
     for (const Expr& e : stmt_exprs(s)) c.exprs.push_back(expr(e));
@@ -76,6 +77,22 @@ class Compiler {
     for (const std::string* n : {&v.i, &v.j, &v.k, &v.acc}) bind(*n);
     c.exprs.push_back(expr(v.a));
     c.exprs.push_back(expr(v.b));
+    c.body.push_back(stmt(v.epilogue));
+    scope.resize(var_mark);
+    return c;
+  }
+
+  // exprs: the five extents, q, k, v, scale, bias; slot: batch, then i, j,
+  // d, e, acc in the next slots; body: the epilogue.
+  CStmt attention(const Stmt& s) {
+    const AttentionView v = attention_parts(*s);
+    CStmt c;
+    c.node = s.node.get();
+    for (const Expr* e : {&v.batch_extent, &v.m, &v.n, &v.d_extent, &v.e_extent}) c.exprs.push_back(expr(*e));
+    const size_t var_mark = scope.size();
+    c.slot = bind(v.batch);
+    for (const std::string* n : {&v.i, &v.j, &v.d, &v.e, &v.acc}) bind(*n);
+    for (const Expr* e : {&v.q, &v.k, &v.v, &v.scale, &v.bias}) c.exprs.push_back(expr(*e));
     c.body.push_back(stmt(v.epilogue));
     scope.resize(var_mark);
     return c;
@@ -214,6 +231,7 @@ class Machine {
       case StmtKind::Allocate: return exec_allocate(c);
       case StmtKind::Assert: return eval(c.exprs[0]).i ? 0 : c.assert_index + 1;
       case StmtKind::Contract: return exec_contract(c);
+      case StmtKind::Attention: return exec_attention(c);
     }
     fail("loop IR eval: unknown statement kind");
   }
@@ -235,6 +253,55 @@ class Machine {
             acc = apply_binary(BinaryOp::Add, acc, apply_binary(BinaryOp::Mul, eval(c.exprs[4]), eval(c.exprs[5])));
           }
           slot[4] = acc;
+          if (int32_t r = exec(c.body[0])) return r;
+        }
+      }
+    }
+    return 0;
+  }
+
+  // Per (batch, i): the scores over j, their max, exp(s - max) and its sum
+  // in ascending j (f32, exp correctly rounded), p rounded to p_type, then
+  // per e the sum of p v in ascending j.
+  int32_t exec_attention(const CStmt& c) {
+    int64_t extent[5];
+    for (size_t d = 0; d < 5; ++d) extent[d] = eval_i64(c.exprs[d]);
+    Scalar* slot = &slots_[static_cast<size_t>(c.slot)];  // batch, i, j, d, e, acc
+    const auto f32 = [](double v) { return Scalar::of_float(DType::F32, v); };
+    const auto index = [](int64_t v) { return Scalar::of_int(DType::I64, v); };
+    std::vector<Scalar> p(static_cast<size_t>(std::max<int64_t>(extent[2], 0)));
+    for (int64_t b = 0; b < extent[0]; ++b) {
+      for (int64_t i = 0; i < extent[1]; ++i) {
+        slot[0] = index(b);
+        slot[1] = index(i);
+        const Scalar scale = eval(c.exprs[8]);
+        Scalar max = f32(-std::numeric_limits<double>::infinity());
+        for (int64_t j = 0; j < extent[2]; ++j) {
+          slot[2] = index(j);
+          Scalar dot = f32(0);
+          for (int64_t d = 0; d < extent[3]; ++d) {
+            slot[3] = index(d);
+            dot = apply_binary(BinaryOp::Add, dot, apply_binary(BinaryOp::Mul, eval(c.exprs[5]), eval(c.exprs[6])));
+          }
+          Scalar& s = p[static_cast<size_t>(j)];
+          s = apply_binary(BinaryOp::Add, apply_binary(BinaryOp::Mul, scale, dot), eval(c.exprs[9]));
+          max = apply_binary(BinaryOp::Max, max, s);
+        }
+        Scalar sum = f32(0);
+        for (Scalar& s : p) {
+          s = apply_intrinsic("exp", DType::F32, {apply_binary(BinaryOp::Sub, s, max)});
+          sum = apply_binary(BinaryOp::Add, sum, s);
+        }
+        for (Scalar& s : p)
+          s = apply_cast(DType::F32, apply_cast(c.node->p_type, apply_binary(BinaryOp::Div, s, sum)));
+        for (int64_t e = 0; e < extent[4]; ++e) {
+          slot[4] = index(e);
+          Scalar acc = f32(0);
+          for (int64_t j = 0; j < extent[2]; ++j) {
+            slot[2] = index(j);
+            acc = apply_binary(BinaryOp::Add, acc, apply_binary(BinaryOp::Mul, p[static_cast<size_t>(j)], eval(c.exprs[7])));
+          }
+          slot[5] = acc;
           if (int32_t r = exec(c.body[0])) return r;
         }
       }

@@ -317,6 +317,36 @@ ContractView contract_parts(const StmtNode& s) {
           s.operands[2], s.operands[3], s.operands[4], s.operands[5], s.body[0]};
 }
 
+Stmt attention(const AttentionVars& v, Expr batch_extent, Expr m, Expr n, Expr d_extent, Expr e_extent, Expr q,
+               Expr k, Expr v_operand, Expr scale, Expr bias, DType p_type, Stmt epilogue) {
+  for (const Expr* e : {&batch_extent, &m, &n, &d_extent, &e_extent})
+    TS_CHECK(e->defined() && e->dtype() == DType::I64, "loop IR: attention extents must be i64");
+  for (const Expr* e : {&q, &k, &v_operand, &scale, &bias}) {
+    check_operand(*e, "attention");
+    TS_CHECK(e->dtype() == DType::F32, "loop IR: attention operands must be f32");
+  }
+  TS_CHECK(p_type == DType::F32 || p_type == DType::F16 || p_type == DType::BF16,
+           "loop IR: attention probabilities rounded to ", dtype_name(p_type), " (f32, f16 or bf16)");
+  TS_CHECK(epilogue.defined(), "loop IR: attention without an epilogue");
+  for (const std::string* name : {&v.batch, &v.i, &v.j, &v.d, &v.e, &v.acc})
+    TS_CHECK(!name->empty(), "loop IR: attention variable without a name");
+  auto s = make_stmt(StmtKind::Attention);
+  s->vars = {v.batch, v.i, v.j, v.d, v.e, v.acc};
+  s->operands = {std::move(batch_extent), std::move(m), std::move(n), std::move(d_extent), std::move(e_extent),
+                 std::move(q), std::move(k), std::move(v_operand), std::move(scale), std::move(bias)};
+  s->p_type = p_type;
+  s->body = {std::move(epilogue)};
+  return Stmt(s);
+}
+
+AttentionView attention_parts(const StmtNode& s) {
+  TS_CHECK(s.kind == StmtKind::Attention && s.vars.size() == 6 && s.operands.size() == 10 && s.body.size() == 1,
+           "loop IR: not an attention statement");
+  const std::vector<Expr>& o = s.operands;
+  return {s.vars[0], s.vars[1], s.vars[2], s.vars[3], s.vars[4], s.vars[5], o[0], o[1], o[2], o[3],
+          o[4],      o[5],      o[6],      o[7],      o[8],      o[9],      s.p_type, s.body[0]};
+}
+
 std::vector<std::string> Kernel::assert_messages() const {
   std::vector<std::string> out;
   collect_asserts(body, out);

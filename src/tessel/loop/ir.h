@@ -151,7 +151,7 @@ bool as_const_int(const Expr& e, int64_t* out);
 
 // ---- statements --------------------------------------------------------------
 
-enum class StmtKind { For, Store, Let, If, Seq, Allocate, Assert, Contract };
+enum class StmtKind { For, Store, Let, If, Seq, Allocate, Assert, Contract, Attention };
 
 enum class ForKind {
   Serial,
@@ -202,8 +202,12 @@ struct StmtNode {
   // Allocate: `buffer` (scope Local or Shared, constant shape) lives in body[0].
   // Contract (see contract() below): vars = {batch, i, j, k, acc};
   // operands = {batch extent, M, N, K, a, b}; body[0] = the epilogue.
+  // Attention (see attention() below): vars = {batch, i, j, d, e, acc};
+  // operands = {batch extent, M, N, D, E, q, k, v, scale, bias};
+  // p_type: the type the probabilities are rounded to; body[0] = the epilogue.
   std::vector<std::string> vars;
   std::vector<Expr> operands;
+  DType p_type = DType::F32;
 };
 
 Stmt for_loop(const std::string& var, Expr min, Expr extent, ForKind kind, Stmt body);
@@ -238,6 +242,38 @@ struct ContractView {
   const Stmt& epilogue;
 };
 ContractView contract_parts(const StmtNode& s);
+
+// Scaled dot-product attention with an epilogue per output element:
+//
+//   for each (batch, i) in [0, batch_extent) x [0, m):
+//     s(j) = scale · Σ_{d in [0, d_extent)} q · k + bias    for j in [0, n)
+//     p(j) = exp(s(j) - max_j s) / Σ_j exp(s(j) - max_j s), rounded to p_type
+//     for each e in [0, e_extent):
+//       acc = Σ_j p(j) · v                                   (f32)
+//       epilogue                         (sees batch, i, e and acc)
+//
+// All arithmetic is f32 (sums in an unspecified order); p_type is f32, f16
+// or bf16 (the unfused graph's Cast of the probabilities). `q` (f32) may
+// mention batch, i and d; `k` batch, j and d; `v` batch, j and e; `bias`
+// (f32: an additive mask, -inf to mask out) batch, i and j; `scale` (f32)
+// none of them. No operand reads a buffer the epilogue stores to; the
+// epilogues run in an unspecified order, like Contract's. A row whose every
+// s(j) is -inf (or with n = 0) has no softmax: its p are NaN (and its acc
+// NaN, or 0 for n = 0), as the unfused graph computes. The variables are
+// bound by the statement (i64; acc f32), unique in the kernel.
+struct AttentionVars {
+  std::string batch, i, j, d, e, acc;
+};
+Stmt attention(const AttentionVars& v, Expr batch_extent, Expr m, Expr n, Expr d_extent, Expr e_extent, Expr q,
+               Expr k, Expr v_operand, Expr scale, Expr bias, DType p_type, Stmt epilogue);
+
+struct AttentionView {
+  const std::string &batch, &i, &j, &d, &e, &acc;
+  const Expr &batch_extent, &m, &n, &d_extent, &e_extent, &q, &k, &v, &scale, &bias;
+  DType p_type;
+  const Stmt& epilogue;
+};
+AttentionView attention_parts(const StmtNode& s);
 
 // ---- kernels -------------------------------------------------------------------
 

@@ -90,7 +90,8 @@ class Builder {
   }
 
   // `e` with the shared subexpressions written out again (where no let can
-  // go: a contract's operands, which use the statement's own variables).
+  // go: a contract's or attention's operands, which use the statement's own
+  // variables).
   Expr inline_lets(Expr e) const {
     for (auto it = lets_.rbegin(); it != lets_.rend(); ++it) e = substitute(e, {{it->first, it->second}});
     return e;
@@ -417,7 +418,7 @@ Expr Builder::expand(const Expr& e) {
 }
 
 Stmt expand_stmt(const Stmt& s, Names& names) {
-  if (s->kind == StmtKind::Contract) {
+  if (s->kind == StmtKind::Contract || s->kind == StmtKind::Attention) {
     return map_stmt(
         s,
         [&](const Expr& e) {

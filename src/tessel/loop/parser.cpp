@@ -359,6 +359,7 @@ class Parser {
     if (t.text == "if") return if_stmt();
     if (t.text == "assert") return assert_stmt();
     if (t.text == "contract" && peek(1).kind == Tok::Ident) return contract_stmt();
+    if (t.text == "attention" && peek(1).kind == Tok::Ident) return attention_stmt();
     if (t.text == "for" || is_word("for", 1)) return for_stmt();
     return store_stmt();
   }
@@ -413,21 +414,64 @@ class Parser {
     return assert_that(cond, next().text);
   }
 
+  // `name in [0, extent)`, n of them comma-separated (a contract's or an
+  // attention's variables).
+  void ranges(size_t n, const std::string& kind, std::string* names, Expr* extents) {
+    const std::string variable = str_cat(kind == "attention" ? "an " : "a ", kind, " variable");
+    for (size_t d = 0; d < n; ++d) {
+      if (d) expect(",");
+      names[d] = ident(variable.c_str());
+      expect_word("in");
+      expect("[");
+      if (!is_const(expr(), 0)) error(str_cat(kind, " ranges start at 0"));
+      expect(",");
+      extents[d] = expr();
+      expect(")");
+    }
+  }
+
+  // attention b in [0, B), i in [0, M), j in [0, N), d in [0, D), e in [0, E):
+  //     acc = softmax_dot(q, k, v, scale, bias, p_type) { epilogue }
+  Stmt attention_stmt() {
+    const Token& at = next();
+    std::string names[5];
+    Expr extents[5];
+    ranges(5, "attention", names, extents);
+    expect(":");
+    const std::string acc = ident("the accumulator's name");
+    expect("=");
+    expect_word("softmax_dot");
+    expect("(");
+    const size_t mark = vars_.size();
+    for (const std::string& n : names) declare_var(n, DType::I64);
+    Expr operands[5];
+    for (Expr& e : operands) {
+      e = expr();
+      expect(",");
+    }
+    const DType p_type = dtype();
+    expect(")");
+    vars_.resize(mark);
+    for (size_t d : {0, 1, 4}) declare_var(names[d], DType::I64);
+    declare_var(acc, DType::F32);
+    expect("{");
+    const Stmt epilogue = block();
+    vars_.resize(mark);
+    try {
+      return attention({names[0], names[1], names[2], names[3], names[4], acc}, extents[0], extents[1], extents[2],
+                       extents[3], extents[4], operands[0], operands[1], operands[2], operands[3], operands[4],
+                       p_type, epilogue);
+    } catch (const Error& e) {
+      Lexer::error(at, e.what());
+    }
+  }
+
   // contract b in [0, B), i in [0, M), j in [0, N), k in [0, K): acc = dot(a, b) { epilogue }
   Stmt contract_stmt() {
     const Token& at = next();
     std::string names[4];
     Expr extents[4];
-    for (size_t d = 0; d < 4; ++d) {
-      if (d) expect(",");
-      names[d] = ident("a contract variable");
-      expect_word("in");
-      expect("[");
-      if (!is_const(expr(), 0)) error("contract ranges start at 0");
-      expect(",");
-      extents[d] = expr();
-      expect(")");
-    }
+    ranges(4, "contract", names, extents);
     expect(":");
     const std::string acc = ident("the accumulator's name");
     expect("=");

@@ -247,7 +247,34 @@ class StmtPrinter {
         os_ << ", " << quoted(s->message) << "\n";
         return;
       case StmtKind::Contract: contract(*s, indent); return;
+      case StmtKind::Attention: attention(*s, indent); return;
     }
+  }
+
+  // `name in [0, extent)`, comma-separated.
+  void ranges(const std::vector<std::pair<const std::string*, const Expr*>>& axes) {
+    for (size_t d = 0; d < axes.size(); ++d) {
+      os_ << (d ? ", " : "") << *axes[d].first << " in [0, ";
+      expr(*axes[d].second);
+      os_ << ")";
+    }
+  }
+
+  // attention b in [0, B), i in [0, M), j in [0, N), d in [0, D), e in [0, E):
+  //     acc = softmax_dot(q, k, v, scale, bias, p_type) { epilogue }
+  void attention(const StmtNode& s, int indent) {
+    const AttentionView a = attention_parts(s);
+    line(indent);
+    os_ << "attention ";
+    ranges({{&a.batch, &a.batch_extent}, {&a.i, &a.m}, {&a.j, &a.n}, {&a.d, &a.d_extent}, {&a.e, &a.e_extent}});
+    os_ << ": " << a.acc << " = softmax_dot(";
+    for (const Expr* e : {&a.q, &a.k, &a.v, &a.scale, &a.bias}) {
+      expr(*e);
+      os_ << ", ";
+    }
+    os_ << dtype_name(a.p_type) << ")";
+    braced(a.epilogue, indent);
+    os_ << "\n";
   }
 
   // contract b in [0, B), i in [0, M), j in [0, N), k in [0, K): acc = dot(a, b) { epilogue }
@@ -255,13 +282,7 @@ class StmtPrinter {
     const ContractView c = contract_parts(s);
     line(indent);
     os_ << "contract ";
-    const std::pair<const std::string*, const Expr*> axes[] = {
-        {&c.batch, &c.batch_extent}, {&c.i, &c.m}, {&c.j, &c.n}, {&c.k, &c.k_extent}};
-    for (size_t d = 0; d < 4; ++d) {
-      os_ << (d ? ", " : "") << *axes[d].first << " in [0, ";
-      expr(*axes[d].second);
-      os_ << ")";
-    }
+    ranges({{&c.batch, &c.batch_extent}, {&c.i, &c.m}, {&c.j, &c.n}, {&c.k, &c.k_extent}});
     os_ << ": " << c.acc << " = dot(";
     expr(c.a);
     os_ << ", ";

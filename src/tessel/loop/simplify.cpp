@@ -21,6 +21,7 @@ class StmtSimplifier {
       case StmtKind::Assert: return assert_rule(s);
       case StmtKind::Store: return exprs_only(s);
       case StmtKind::Contract: return contract_rule(s);
+      case StmtKind::Attention: return attention_rule(s);
     }
     return s;
   }
@@ -113,6 +114,29 @@ class StmtSimplifier {
     for (const std::string* v : vars) bounds_.erase(*v);
     if (is_no_op(epilogue)) return no_op();
     return contract({c.batch, c.i, c.j, c.k, c.acc}, extents[0], extents[1], extents[2], extents[3], a, b, epilogue);
+  }
+
+  Stmt attention_rule(const Stmt& s) {
+    const AttentionView a = attention_parts(*s);
+    const Expr extents[] = {expr(a.batch_extent), expr(a.m), expr(a.n), expr(a.d_extent), expr(a.e_extent)};
+    const std::string* vars[] = {&a.batch, &a.i, &a.j, &a.d, &a.e};
+    // No output elements => nothing (empty keys or head dims still run the epilogues).
+    for (size_t x : {0, 1, 4}) {
+      int64_t n = 0;
+      if (as_const_int(extents[x], &n) && n <= 0) return no_op();
+    }
+    for (size_t x = 0; x < 5; ++x) {
+      int64_t n = 0;
+      if (as_const_int(extents[x], &n) && n > 0) bounds_[*vars[x]] = {0, n - 1};
+    }
+    const Expr q = expr(a.q), k = expr(a.k), v = expr(a.v), scale = expr(a.scale), bias = expr(a.bias);
+    bounds_.erase(a.j);
+    bounds_.erase(a.d);
+    Stmt epilogue = run(a.epilogue);
+    for (const std::string* x : vars) bounds_.erase(*x);
+    if (is_no_op(epilogue)) return no_op();
+    return attention({a.batch, a.i, a.j, a.d, a.e, a.acc}, extents[0], extents[1], extents[2], extents[3], extents[4],
+                     q, k, v, scale, bias, a.p_type, epilogue);
   }
 
   Stmt assert_rule(const Stmt& s) {

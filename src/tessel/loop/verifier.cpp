@@ -235,7 +235,52 @@ class Verifier {
                       "gpu.lanes reduction (a thread that returns early would miss the block's combine)"));
         return;
       case StmtKind::Contract: contract_stmt(*s); return;
+      case StmtKind::Attention: attention_stmt(*s); return;
     }
+  }
+
+  // Operands must not read what the epilogue stores to.
+  void operands_not_stored(const Stmt& epilogue, const std::vector<const Expr*>& operands, const char* what) {
+    std::set<const Buffer*> stored;
+    visit_stmt(epilogue, [&](const Stmt& st) {
+      if (st->kind == StmtKind::Store) stored.insert(st->buffer.get());
+    }, [](const Expr&) {});
+    for (const Expr* e : operands)
+      visit_expr(*e, [&](const Expr& x) {
+        if (x->kind == ExprKind::Load && stored.count(x->buffer.get()))
+          error(str_cat(what, " operand reads %", x->buffer->name, ", which its epilogue stores to"));
+      });
+  }
+
+  void attention_stmt(const StmtNode& s) {
+    check(s.vars.size() == 6 && s.operands.size() == 10 && s.body.size() == 1, "malformed attention statement");
+    const AttentionView a = attention_parts(s);
+    const char* what[] = {"batch extent", "M", "N", "D", "E"};
+    const Expr* extents[] = {&a.batch_extent, &a.m, &a.n, &a.d_extent, &a.e_extent};
+    for (size_t d = 0; d < 5; ++d) index(*extents[d], str_cat("attention ", what[d]));
+    expr(a.scale);  // before the statement's variables: it may use none of them
+    check(a.scale.dtype() == DType::F32, str_cat("attention scale is not f32: ", print(a.scale)));
+    for (const std::string* v : {&a.batch, &a.i, &a.j, &a.d, &a.e}) {
+      check(loop_vars_.insert(*v).second, str_cat("attention variable '", *v, "' is used by two loops"));
+      bind(*v, DType::I64);
+    }
+    // Each operand's variables: q (batch, i, d), k (batch, j, d), v (batch, j, e), bias (batch, i, j).
+    const std::pair<const Expr*, std::vector<const std::string*>> not_in[] = {
+        {&a.q, {&a.j, &a.e}}, {&a.k, {&a.i, &a.e}}, {&a.v, {&a.i, &a.d}}, {&a.bias, {&a.d, &a.e}}};
+    for (const auto& [e, banned] : not_in) {
+      expr(*e);
+      check(e->dtype() == DType::F32, str_cat("attention operand is not f32: ", print(*e)));
+      for (const std::string* v : banned)
+        check(!mentions_var(*e, *v), str_cat("attention operand ", print(*e), " mentions ", *v));
+    }
+    scope_.erase(a.j);
+    scope_.erase(a.d);
+    bind(a.acc, DType::F32);
+    operands_not_stored(a.epilogue, {&a.q, &a.k, &a.v, &a.scale, &a.bias}, "attention");
+    ++loop_depth_;
+    stmt(a.epilogue);
+    --loop_depth_;
+    for (const std::string* v : {&a.batch, &a.i, &a.e, &a.acc}) scope_.erase(*v);
   }
 
   void contract_stmt(const StmtNode& s) {
@@ -256,15 +301,7 @@ class Verifier {
     check(!mentions_var(c.b, c.i), str_cat("contract operand b mentions the row variable ", c.i));
     scope_.erase(c.k);
     bind(c.acc, DType::F32);
-    std::set<const Buffer*> stored;
-    visit_stmt(c.epilogue, [&](const Stmt& st) {
-      if (st->kind == StmtKind::Store) stored.insert(st->buffer.get());
-    }, [](const Expr&) {});
-    for (const Expr* e : {&c.a, &c.b})
-      visit_expr(*e, [&](const Expr& x) {
-        if (x->kind == ExprKind::Load && stored.count(x->buffer.get()))
-          error(str_cat("contract operand reads %", x->buffer->name, ", which its epilogue stores to"));
-      });
+    operands_not_stored(c.epilogue, {&c.a, &c.b}, "contract");
     ++loop_depth_;
     stmt(c.epilogue);
     --loop_depth_;

@@ -52,7 +52,7 @@ std::vector<Expr> stmt_exprs(const Stmt& s) {
     case StmtKind::Store: out = s->indices; out.push_back(s->value); break;
     case StmtKind::Let: case StmtKind::If: case StmtKind::Assert: out = {s->value}; break;
     case StmtKind::Seq: case StmtKind::Allocate: break;
-    case StmtKind::Contract: out = s->operands; break;
+    case StmtKind::Contract: case StmtKind::Attention: out = s->operands; break;
   }
   return out;
 }
@@ -85,6 +85,11 @@ Stmt map_stmt(const Stmt& s, const std::function<Expr(const Expr&)>& fe,
       const ContractView c = contract_parts(*s);
       return contract({c.batch, c.i, c.j, c.k, c.acc}, exprs[0], exprs[1], exprs[2], exprs[3], exprs[4], exprs[5],
                       body[0]);
+    }
+    case StmtKind::Attention: {
+      const AttentionView a = attention_parts(*s);
+      return attention({a.batch, a.i, a.j, a.d, a.e, a.acc}, exprs[0], exprs[1], exprs[2], exprs[3], exprs[4],
+                       exprs[5], exprs[6], exprs[7], exprs[8], exprs[9], a.p_type, body[0]);
     }
   }
   fail("loop IR: unknown statement kind");
@@ -136,13 +141,14 @@ Expr substitute(const Expr& e, const VarMap& m) {
 
 Stmt substitute(const Stmt& s, const VarMap& m) {
   if (m.empty()) return s;
-  if (s->kind == StmtKind::Contract) {
-    // The extents are outside the statement's bindings; a, b and the
-    // epilogue inside them.
+  if (s->kind == StmtKind::Contract || s->kind == StmtKind::Attention) {
+    // The extents (the first 4, or 5) are outside the statement's bindings;
+    // the other operands and the epilogue inside them.
     VarMap inner = m;
     for (const std::string& v : s->vars) inner.erase(v);
+    const size_t extents = s->kind == StmtKind::Contract ? 4 : 5;
     size_t n = 0;
-    return map_stmt(s, [&](const Expr& e) { return substitute(e, n++ < 4 ? m : inner); },
+    return map_stmt(s, [&](const Expr& e) { return substitute(e, n++ < extents ? m : inner); },
                     [&](const Stmt& b) { return substitute(b, inner); });
   }
   const bool binds = (s->kind == StmtKind::For || s->kind == StmtKind::Let) && m.count(s->var);

@@ -32,6 +32,8 @@ void KernelEmitter::emit_stmt(const Stmt& s) {
     case StmtKind::Assert: emit_assert(*s); return;
     case StmtKind::Contract:
       fail("cpu codegen: contract statements are for GPU schedules; the CPU lowers contractions with gemm_nest");
+    case StmtKind::Attention:
+      fail("cpu codegen: attention statements are for GPU schedules; the CPU keeps the Attention node's own lowering");
   }
   fail("cpu codegen: unknown statement kind");
 }

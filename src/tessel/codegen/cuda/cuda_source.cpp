@@ -290,6 +290,7 @@ class KernelWriter final : public CodeSink {
         line(str_cat("if (!", ex_.emit(s->value), ") { ts_fail(ts_error, ", ++asserts_, "); return; }"));
         return;
       case StmtKind::Contract: contract(*s); return;
+      case StmtKind::Attention: fail("cuda codegen: ", k_.name, " holds an attention statement, which has no kernel yet");
     }
     fail("cuda codegen: unknown statement kind");
   }
