@@ -430,6 +430,30 @@ class Parser {
     }
   }
 
+  // `: acc = fn(` after a statement's ranges: the accumulator's name; the
+  // range variables are declared (from `mark` on) for the operands.
+  std::string accumulator_call(const char* fn, const std::string* names, size_t n) {
+    expect(":");
+    std::string acc = ident("the accumulator's name");
+    expect("=");
+    expect_word(fn);
+    expect("(");
+    for (size_t d = 0; d < n; ++d) declare_var(names[d], DType::I64);
+    return acc;
+  }
+
+  // `{ epilogue }`, which sees the `visible` range variables and acc.
+  Stmt epilogue_block(size_t mark, const std::string* names, std::initializer_list<size_t> visible,
+                      const std::string& acc) {
+    vars_.resize(mark);
+    for (size_t d : visible) declare_var(names[d], DType::I64);
+    declare_var(acc, DType::F32);
+    expect("{");
+    Stmt epilogue = block();
+    vars_.resize(mark);
+    return epilogue;
+  }
+
   // attention b in [0, B), i in [0, M), j in [0, N), d in [0, D), e in [0, E):
   //     acc = softmax_dot(q, k, v, scale, bias, p_type) { epilogue }
   Stmt attention_stmt() {
@@ -437,13 +461,8 @@ class Parser {
     std::string names[5];
     Expr extents[5];
     ranges(5, "attention", names, extents);
-    expect(":");
-    const std::string acc = ident("the accumulator's name");
-    expect("=");
-    expect_word("softmax_dot");
-    expect("(");
     const size_t mark = vars_.size();
-    for (const std::string& n : names) declare_var(n, DType::I64);
+    const std::string acc = accumulator_call("softmax_dot", names, 5);
     Expr operands[5];
     for (Expr& e : operands) {
       e = expr();
@@ -451,12 +470,7 @@ class Parser {
     }
     const DType p_type = dtype();
     expect(")");
-    vars_.resize(mark);
-    for (size_t d : {0, 1, 4}) declare_var(names[d], DType::I64);
-    declare_var(acc, DType::F32);
-    expect("{");
-    const Stmt epilogue = block();
-    vars_.resize(mark);
+    const Stmt epilogue = epilogue_block(mark, names, {0, 1, 4}, acc);
     try {
       return attention({names[0], names[1], names[2], names[3], names[4], acc}, extents[0], extents[1], extents[2],
                        extents[3], extents[4], operands[0], operands[1], operands[2], operands[3], operands[4],
@@ -472,23 +486,13 @@ class Parser {
     std::string names[4];
     Expr extents[4];
     ranges(4, "contract", names, extents);
-    expect(":");
-    const std::string acc = ident("the accumulator's name");
-    expect("=");
-    expect_word("dot");
-    expect("(");
     const size_t mark = vars_.size();
-    for (const std::string& n : names) declare_var(n, DType::I64);
+    const std::string acc = accumulator_call("dot", names, 4);
     const Expr a = expr();
     expect(",");
     const Expr b = expr();
     expect(")");
-    vars_.resize(mark);
-    for (size_t d = 0; d < 3; ++d) declare_var(names[d], DType::I64);
-    declare_var(acc, DType::F32);
-    expect("{");
-    const Stmt epilogue = block();
-    vars_.resize(mark);
+    const Stmt epilogue = epilogue_block(mark, names, {0, 1, 2}, acc);
     try {
       return contract({names[0], names[1], names[2], names[3], acc}, extents[0], extents[1], extents[2], extents[3],
                       a, b, epilogue);
