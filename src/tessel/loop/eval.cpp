@@ -1,6 +1,7 @@
 #include "tessel/loop/eval.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "tessel/loop/printer.h"
@@ -261,8 +262,8 @@ class Machine {
   }
 
   // Per (batch, i): the scores over j, their max, exp(s - max) and its sum
-  // in ascending j (f32, exp correctly rounded), p rounded to p_type, then
-  // per e the sum of p v in ascending j.
+  // in ascending j (f32, exp correctly rounded), p rounded to p_type (0 when
+  // every score is -inf), then per e the sum of p v in ascending j.
   int32_t exec_attention(const CStmt& c) {
     int64_t extent[5];
     for (size_t d = 0; d < 5; ++d) extent[d] = eval_i64(c.exprs[d]);
@@ -292,8 +293,11 @@ class Machine {
           s = apply_intrinsic("exp", DType::F32, {apply_binary(BinaryOp::Sub, s, max)});
           sum = apply_binary(BinaryOp::Add, sum, s);
         }
+        // Every score -inf (max is -inf): no softmax, p = 0 (acc = 0).
+        const bool masked = std::isinf(max.f) && max.f < 0;
         for (Scalar& s : p)
-          s = apply_cast(DType::F32, apply_cast(c.node->p_type, apply_binary(BinaryOp::Div, s, sum)));
+          s = masked ? f32(0)
+                     : apply_cast(DType::F32, apply_cast(c.node->p_type, apply_binary(BinaryOp::Div, s, sum)));
         for (int64_t e = 0; e < extent[4]; ++e) {
           slot[4] = index(e);
           Scalar acc = f32(0);

@@ -258,9 +258,9 @@ ContractView contract_parts(const StmtNode& s);
 // (f32: an additive mask, -inf to mask out) batch, i and j; `scale` (f32)
 // none of them. No operand reads a buffer the epilogue stores to; the
 // epilogues run in an unspecified order, like Contract's. A row whose every
-// s(j) is -inf (or with n = 0) has no softmax: its p are NaN (and its acc
-// NaN, or 0 for n = 0), as the unfused graph computes. The variables are
-// bound by the statement (i64; acc f32), unique in the kernel.
+// s(j) is -inf (or with n = 0) has no softmax: its acc is 0, as the ONNX
+// Attention operator defines it (a flash kernel's empty row sum). The
+// variables are bound by the statement (i64; acc f32), unique in the kernel.
 struct AttentionVars {
   std::string batch, i, j, d, e, acc;
 };
