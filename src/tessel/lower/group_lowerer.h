@@ -56,6 +56,10 @@ class GroupLowerer {
   // The GEMM path (contraction.cpp): nullopt unless the group is one 2-D
   // (or batched) contraction whose other members form its epilogue.
   std::optional<LoweredGroup> try_contraction();
+  // The attention path (attention_stmt.cpp, NestSchedule::gpu_attention):
+  // nullopt unless the group's root is an Attention node the loop IR
+  // attention statement takes.
+  std::optional<LoweredGroup> try_attention();
 
   Idx shape_of(const Value* v) {
     if (!v->type.has_shape()) throw LoweringUnsupported(str_cat("%", v->name, " has an unknown rank"));

@@ -321,6 +321,10 @@ LoweredGroup GroupLowerer::finish(Stmt body, const loop::BufferRef& out_buf, std
 LoweredGroup lower_group(const FusionGroup& g, const OpRegistry& reg, const NestSchedule& s) {
   TS_CHECK(g.compiled && g.root, "lower_group: group ", g.name, " has no compiled form");
   {
+    lowering::GroupLowerer attention(g, reg, s);
+    if (std::optional<LoweredGroup> lg = attention.try_attention()) return std::move(*lg);
+  }
+  {
     lowering::GroupLowerer gemm(g, reg, s);
     if (std::optional<LoweredGroup> lg = gemm.try_contraction()) return std::move(*lg);
   }

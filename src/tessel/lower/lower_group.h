@@ -38,6 +38,9 @@ struct NestSchedule {
   // one loop IR Contract statement (loop/ir.h) instead, with the rest of the
   // group as its epilogue: what the GPU's tensor-core schedule takes.
   bool gpu_gemm = false;
+  // A group whose root is an Attention node becomes one loop IR attention
+  // statement (lower/attention_stmt.cpp), for a flash-attention kernel.
+  bool gpu_attention = false;
   CpuInfo cpu = cpu_info_from_features("+avx,+avx2,+fma");  // the target, for the GEMM blocking
 };
 

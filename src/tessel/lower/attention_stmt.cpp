@@ -1,0 +1,134 @@
+// The attention path of the lowering engine (NestSchedule::gpu_attention):
+// a group whose root is an ONNX Attention node becomes one loop IR
+// attention statement (loop/ir.h) instead of the node's composed
+// reductions (ops/attention_lower.cpp), which is what a flash-attention
+// kernel takes (docs/flash_attention.md).
+//
+// The statement's batch variable runs over batch x query heads; q, k and v
+// are the node's inputs at the statement's variables (producers in the
+// group inlined, as any lowering reads them), the key and value head being
+// h / (H / H_kv) (grouped queries); the bias is the mask (boolean: 0 or
+// -inf; additive: cast to f32; broadcast from its leading dims) plus the
+// causal limit; the epilogue stores the output element. What it does not
+// take falls back to the composed form: past keys, softcap, windows,
+// nonpad_kv_seqlen, a mask shorter than the keys (the present and qk
+// outputs are groups of their own, which keep the composed form),
+// causal with fewer queries than keys, a consumer fused after the node
+// (FusionRejected: the node becomes a root of its own), a producer that
+// needs a reduction or a check.
+#include <cmath>
+
+#include "tessel/lower/group_lowerer.h"
+#include "tessel/support/error.h"
+
+namespace tessel::lowering {
+
+namespace {
+
+const Node* attention_node(const FusionGroup& g) {
+  for (const Node* n : g.nodes)
+    if (n->domain.empty() && n->op == "Attention") return n;
+  return nullptr;
+}
+
+// Why the statement cannot take node n (empty: it can).
+std::string unsupported_attention(const Node& n) {
+  for (size_t i : {4, 5, 6})
+    if (n.has_input(i)) return "past keys or nonpad_kv_seqlen";
+  if (n.attr_float("softcap", 0.0f) != 0.0f) return "softcap";
+  if (n.attr_int("left_window_size", -1) >= 0 || n.attr_int("right_window_size", -1) >= 0) return "windows";
+  for (size_t i = 0; i < 3; ++i) {
+    const Value* v = n.input(i);
+    const DType t = v ? v->type.dtype : DType::F64;
+    if (!v || !v->type.has_shape() || (t != DType::F32 && t != DType::F16 && t != DType::BF16))
+      return "Q, K, V shapes or types (f32, f16, bf16)";
+    for (const Dim& d : *v->type.shape)
+      if (!d.is_const()) return "symbolic Q, K, V dims";
+  }
+  if (n.has_input(3)) {
+    const Value* m = n.input(3);
+    if (!m->type.has_shape() || m->type.shape->empty()) return "mask shape";
+    for (const Dim& d : *m->type.shape)
+      if (!d.is_const()) return "symbolic mask dims";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::optional<LoweredGroup> GroupLowerer::try_attention() {
+  if (!sched_.gpu_attention) return std::nullopt;
+  const Node* a = attention_node(group_);
+  if (!a || !unsupported_attention(*a).empty()) return std::nullopt;
+  if (a == group_.root && group_.root_output != 0) return std::nullopt;  // present / qk outputs: their own groups
+  if (a != group_.root)
+    throw FusionRejected(str_cat(a->describe(), ": its consumers do not fit the attention statement's epilogue"), a);
+  const Shape& qs = *a->input(0)->type.shape;
+  const Shape& ks = *a->input(1)->type.shape;
+  const Shape& vs = *a->input(2)->type.shape;
+  const bool is3d = qs.size() == 3;
+  if (qs.size() != ks.size() || qs.size() != vs.size() || (qs.size() != 3 && qs.size() != 4)) return std::nullopt;
+  int64_t batch = qs[0].value(), hq = 0, hkv = 0, sq = 0, skv = 0, d = 0, dv = 0;
+  if (is3d) {
+    hq = a->attr_int("q_num_heads", 0);
+    hkv = a->attr_int("kv_num_heads", 0);
+    if (hq <= 0 || hkv <= 0 || qs[2].value() % hq || ks[2].value() % hkv || vs[2].value() % hkv) return std::nullopt;
+    sq = qs[1].value(), skv = ks[1].value(), d = qs[2].value() / hq, dv = vs[2].value() / hkv;
+  } else {
+    hq = qs[1].value(), hkv = ks[1].value(), sq = qs[2].value(), skv = ks[2].value(), d = qs[3].value();
+    dv = vs[3].value();
+  }
+  if (hkv <= 0 || hq % hkv != 0) return std::nullopt;
+  const bool causal = a->attr_int("is_causal", 0) != 0;
+  if (causal && sq != skv) return std::nullopt;  // the statement's bias takes j > i only
+  if (a->has_input(3) && a->input(3)->type.shape->back().value() < skv) return std::nullopt;
+
+  const std::string pre = fresh("a");
+  const loop::AttentionVars names{pre + "_bh", pre + "_i", pre + "_j", pre + "_d", pre + "_e", pre + "_acc"};
+  const Expr bh = loop::var(names.batch), i = loop::var(names.i), j = loop::var(names.j), dd = loop::var(names.d),
+             e = loop::var(names.e);
+  const Expr b = loop::floordiv(bh, Expr(hq)), h = loop::floormod(bh, Expr(hq));
+  const Expr hk = loop::floordiv(h, Expr(hq / hkv));
+  // Element x of head `head`, position s of input `in` (3-D [B, S, H * X] or 4-D [B, H, S, X]).
+  const auto at = [&](size_t in, const Expr& head, const Expr& s, const Expr& x, int64_t width) {
+    const Idx index = is3d ? Idx{b, s, head * Expr(width) + x} : Idx{b, head, s, x};
+    return loop::cast(DType::F32, value_at(a->input(in), index));
+  };
+  levels_.assign(1, Level{});
+  output_levels_ = 1;
+  current_ = a;
+  const Expr q = at(0, h, i, dd, d), k = at(1, hk, j, dd, d), v = at(2, hk, j, e, dv);
+  const Expr neg_inf = loop::float_imm(DType::F32, -INFINITY);
+  Expr bias = loop::float_imm(DType::F32, 0.0);
+  if (a->has_input(3)) {
+    // Broadcast from the right against [B, H, Sq, Skv].
+    const Shape& ms = *a->input(3)->type.shape;
+    const Idx full{b, h, i, j};
+    if (ms.size() > 4) return std::nullopt;
+    Idx index;
+    for (size_t x = 0; x < ms.size(); ++x) index.push_back(ms[x] == Dim(1) ? Expr(0) : full[4 - ms.size() + x]);
+    const Expr m = value_at(a->input(3), index);
+    bias = m.dtype() == DType::Bool ? loop::select(m, bias, neg_inf) : loop::cast(DType::F32, m);
+  }
+  if (causal) bias = loop::select(loop::binary(loop::BinaryOp::Gt, j, i), neg_inf, bias);
+  current_ = nullptr;
+  if (!levels_[0].stmts.empty() || !levels_[0].allocs.empty()) return std::nullopt;  // a producer reduced or checked
+
+  const double scale = a->has_attr("scale") ? a->attr_float("scale", 0) : 1.0 / std::sqrt(static_cast<double>(d));
+  const DType in = a->input(0)->type.dtype;
+  const DType p_type = in == DType::F16 || in == DType::BF16 ? in : DType::F32;
+  const Value* out = a->outputs[0];
+  if (!loop::is_computable(out->type.dtype)) return std::nullopt;
+  loop::BufferRef out_buf =
+      make_buffer(str_cat("out", params_.size()), out->type.dtype, shape_of(out), loop::BufferScope::Param);
+  const Idx out_index = is3d ? Idx{b, i, h * Expr(dv) + e} : Idx{b, h, i, e};
+  const Stmt epilogue =
+      loop::store(out_buf, out_index, loop::cast(out->type.dtype, loop::var(names.acc, DType::F32)));
+  const Stmt st = loop::attention(names, Expr(batch * hq), Expr(sq), Expr(skv), Expr(d), Expr(dv), q, k, v,
+                                  loop::float_imm(DType::F32, scale), bias, p_type, epilogue);
+  LoweredGroup lg = finish(st, out_buf, std::nullopt);
+  lg.schedule = "attention";
+  return lg;
+}
+
+}  // namespace tessel::lowering
