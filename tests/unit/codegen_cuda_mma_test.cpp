@@ -669,6 +669,71 @@ TEST(MmaEmulation, TmaWarpSpecialised) {
   }
 }
 
+// ---- flash attention (codegen/cuda/flash_attention.cpp) ----
+
+// bf16 attention over 3 batch entries: 70 queries (a partial second block),
+// 100 keys (a partial second tile), head sizes 32 and 16, a mask (query 5
+// masked entirely: 0; keys past i + 40 masked) and a scale.
+const char* kFlash =
+    "kernel flash(in %q: bf16[3, 70, 32], in %k: bf16[3, 100, 32], in %v: bf16[3, 100, 16], out %o: f32[3, 70, 16]) {\n"
+    "  attention bh in [0, 3), i in [0, 70), j in [0, 100), d in [0, 32), e in [0, 16): acc = softmax_dot("
+    "cast<f32>(q[bh, i, d]), cast<f32>(k[bh, j, d]), cast<f32>(v[bh, j, e]), 0.25f32, "
+    "select(i == 5 | j > i + 40, -inff32, 0.0f32), bf16) {\n"
+    "    o[bh, i, e] = acc\n"
+    "  }\n"
+    "}\n";
+
+TEST(FlashAttention, CompilesForHopperAndAmpere) {
+  SKIP_WITHOUT_NVRTC();
+  const CudaSource src = emit_cuda_source({loop::parse_kernel(kFlash)});
+  EXPECT_TRUE(is_const(src.kernels[0].launch.grid[0], 2));
+  EXPECT_TRUE(is_const(src.kernels[0].launch.block[0], 128));
+  for (const char* arch : {"sm_90a", "sm_80"}) {
+    NvrtcOptions o;
+    o.arch = arch;
+    const Cubin c = compile_to_cubin(src.code, o);
+    EXPECT_EQ(c.log.find("warning"), std::string::npos) << c.log;
+    const std::string ptx = compile_to_ptx(src.code, o);
+    EXPECT_NE(ptx.find("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"), std::string::npos);
+    EXPECT_NE(ptx.find("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16"), std::string::npos);
+    EXPECT_EQ(ptx.find(".local"), std::string::npos) << arch;
+  }
+}
+
+// The kernel on the host emulation against the evaluator: within bf16's
+// rounding of each probability (the kernel rounds exp(s - m) before the
+// product with V, the evaluator the normalised p).
+TEST(FlashAttention, EmulationMatchesTheEvaluator) {
+  const std::string cxx = host_compiler();
+  if (cxx.empty()) GTEST_SKIP() << "no host C++ compiler (c++ or $CXX)";
+  const loop::Kernel k = loop::parse_kernel(kFlash);
+  std::mt19937_64 rng(3);
+  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+  const auto bf16s = [&](size_t n) {
+    std::vector<uint8_t> b(2 * n);
+    for (size_t i = 0; i < n; ++i) {
+      const uint16_t h = f32_to_bf16_bits(dist(rng));
+      std::memcpy(&b[2 * i], &h, 2);
+    }
+    return b;
+  };
+  std::vector<std::vector<uint8_t>> bufs = {bf16s(3 * 70 * 32), bf16s(3 * 100 * 32), bf16s(3 * 100 * 16),
+                                            std::vector<uint8_t>(4 * 3 * 70 * 16, 0xff)};
+  std::vector<float> want(3 * 70 * 16);
+  ASSERT_EQ(loop::run_kernel(k, {bufs[0].data(), bufs[1].data(), bufs[2].data(), want.data()}, {}), 0);
+  ASSERT_EQ(run_on_host(k, {}, bufs, cxx), 0);
+  std::vector<float> got(want.size());
+  std::memcpy(got.data(), bufs[3].data(), bufs[3].size());
+  double worst = 0;
+  for (size_t x = 0; x < got.size(); ++x) {
+    const size_t i = x / 16 % 70;
+    if (i == 5) EXPECT_EQ(got[x], 0.0f) << x;  // a row masked entirely
+    worst = std::max(worst, std::fabs(static_cast<double>(got[x]) - want[x]) / (1.0 + std::fabs(want[x])));
+  }
+  EXPECT_LT(worst, 1e-2);
+  EXPECT_GT(worst, 0.0);  // the two round differently: not a copy of one result
+}
+
 // Both operands transposed (the other load orders), f16, the 64-row tiles.
 TEST(MmaEmulation, F16TransposedOperandsSmallTiles) {
   expect_emulation_matches({"emu_f16", DType::F16, 1, 40, 20, 33, true, true, false, DType::F32, false});

@@ -1,8 +1,8 @@
 // The Attention statement of the loop IR (loop/ir.h): its text form, the
 // verifier's rules, the evaluator's meaning (checked bit for bit against the
 // same softmax written as plain loops), and what simplify / substitute /
-// math expansion do with it. The code generators do not take it yet
-// (docs/flash_attention.md): they say so.
+// math expansion do with it. The CPU code generator refuses it; the CUDA
+// one's kernel is tested with the tensor-core kernels.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -235,14 +235,23 @@ TEST(LoopAttention, SimplifySubstituteNamesAndMath) {
   for (size_t i = 0; i < 8; ++i) EXPECT_NEAR(got[i], want[i], 1e-5 * std::max(1.0f, std::fabs(want[i]))) << i;
 }
 
-// Neither code generator takes the statement yet; each says so.
-TEST(LoopAttention, CudaCodegenSaysItHasNoKernelYet) {
+// The CUDA emitter takes bf16/f16 operands (codegen/cuda/flash_attention.cpp,
+// tested with the tensor-core kernels); f32 ones it refuses with one error.
+TEST(LoopAttention, CudaCodegenTakesHalfOperandsOnly) {
+  const Kernel half = parse_kernel(
+      "kernel h(in %q: bf16[4, 16], in %k: bf16[5, 16], in %v: bf16[5, 16], out %o: f32[4, 16]) {\n"
+      "  attention b in [0, 1), i in [0, 4), j in [0, 5), d in [0, 16), e in [0, 16): acc = softmax_dot("
+      "cast<f32>(q[i, d]), cast<f32>(k[j, d]), cast<f32>(v[j, e]), 1.0f32, 0.0f32, bf16) {\n    o[i, e] = acc\n"
+      "  }\n}\n");
+  EXPECT_NE(cuda::emit_cuda_source({half}).code.find("flash attention"), std::string::npos);
   try {
-    cuda::emit_cuda_source({parse_kernel(kCausal)});
+    cuda::emit_cuda_source({parse_kernel(
+        "kernel f(in %q: f32[4, 16], in %k: f32[5, 16], in %v: f32[5, 16], out %o: f32[4, 16]) {\n"
+        "  attention b in [0, 1), i in [0, 4), j in [0, 5), d in [0, 16), e in [0, 16): acc = softmax_dot("
+        "q[i, d], k[j, d], v[j, e], 1.0f32, 0.0f32, f32) {\n    o[i, e] = acc\n  }\n}\n")});
     ADD_FAILURE() << "emitted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("attention statement, which has no kernel yet"), std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("bf16 or f16 values"), std::string::npos) << e.what();
   }
 }
 

@@ -439,16 +439,19 @@ Stmt single_thread(const Stmt& body, std::set<std::string>* taken) {
                         loop::for_loop(t, Expr(0), Expr(1), ForKind::GpuThreadX, serial));
 }
 
-// Contract statements, found through Seq, Let, Allocate and Assert (what
-// the tensor-core emitter accepts around one); nullptr and *other when one
-// sits anywhere else.
+// Contract and attention statements: kernels of their own emitters.
+bool own_kernel(StmtKind k) { return k == StmtKind::Contract || k == StmtKind::Attention; }
+
+// Contract (or attention) statements, found through Seq, Let, Allocate and
+// Assert (what their emitters accept around one); nullptr and *other when
+// one sits anywhere else.
 const StmtNode* find_contract(const Stmt& s, bool* elsewhere) {
-  if (s->kind == StmtKind::Contract) return s.node.get();
+  if (own_kernel(s->kind)) return s.node.get();
   const bool transparent = s->kind == StmtKind::Seq || s->kind == StmtKind::Let || s->kind == StmtKind::Allocate;
   const StmtNode* found = nullptr;
   for (const Stmt& c : s->body) {
     if (!transparent) {
-      loop::visit_stmt(c, [&](const Stmt& x) { *elsewhere = *elsewhere || x->kind == StmtKind::Contract; },
+      loop::visit_stmt(c, [&](const Stmt& x) { *elsewhere = *elsewhere || own_kernel(x->kind); },
                        [](const Expr&) {});
       continue;
     }

@@ -149,14 +149,16 @@ Expr reduction_identity(loop::BinaryOp op, DType t) {
   fail("cuda codegen: ", loop::binary_op_spelling(op), " is not a lanes reduction operator");
 }
 
-// The kernel's Contract statements (at most one may be emitted).
-std::vector<const StmtNode*> contracts_in(const Stmt& body) {
+// The kernel's statements of kind `kind` (Contract, Attention: at most one
+// may be emitted).
+std::vector<const StmtNode*> statements_in(const Stmt& body, StmtKind kind) {
   std::vector<const StmtNode*> found;
   loop::visit_stmt(body, [&](const Stmt& s) {
-    if (s->kind == StmtKind::Contract) found.push_back(s.node.get());
+    if (s->kind == kind) found.push_back(s.node.get());
   }, [](const Expr&) {});
   return found;
 }
+std::vector<const StmtNode*> contracts_in(const Stmt& body) { return statements_in(body, StmtKind::Contract); }
 
 constexpr const char* kNarrowSuffix = "_i32";  // kernel_symbol never makes a lone '_'
 
@@ -221,11 +223,16 @@ class KernelWriter final : public CodeSink {
     const std::vector<const StmtNode*> contracts = contracts_in(k_.body);
     TS_CHECK(contracts.size() <= 1, "cuda codegen: kernel ", k_.name, " holds more than one contract statement");
     if (!contracts.empty()) mma_ = plan_mma_gemm(*contracts[0], gemm_);
+    const std::vector<const StmtNode*> attentions = statements_in(k_.body, StmtKind::Attention);
+    TS_CHECK(attentions.size() + contracts.size() <= 1, "cuda codegen: kernel ", k_.name,
+             " holds more than one contract or attention statement");
+    attention_ = !attentions.empty();
     std::string sig = "extern \"C\" __global__ void ";
     if (mma_) {
       sig += str_cat("__launch_bounds__(", mma_->threads(),
                      mma_->min_blocks > 1 ? str_cat(", ", mma_->min_blocks) : "", ") ");
     }
+    if (attention_) sig += "__launch_bounds__(128) ";
     sig += info->symbol + "(";
     for (size_t i = 0; i < k_.params.size(); ++i) {
       const loop::Buffer& b = *k_.params[i];
@@ -290,7 +297,7 @@ class KernelWriter final : public CodeSink {
         line(str_cat("if (!", ex_.emit(s->value), ") { ts_fail(ts_error, ", ++asserts_, "); return; }"));
         return;
       case StmtKind::Contract: contract(*s); return;
-      case StmtKind::Attention: fail("cuda codegen: ", k_.name, " holds an attention statement, which has no kernel yet");
+      case StmtKind::Attention: attention(*s); return;
     }
     fail("cuda codegen: unknown statement kind");
   }
@@ -413,6 +420,18 @@ class KernelWriter final : public CodeSink {
       s = s * b.shape[d];
     }
     ex_.add_buffer(&b, std::move(strides));
+  }
+
+  // The flash-attention kernel (flash_attention.cpp), like contract().
+  void attention(const StmtNode& s) {
+    TS_CHECK(serial_loops_ == 0 && if_depth_ == 0 && !in_epilogue_, "cuda codegen: the attention statement of ",
+             k_.name, " is inside a loop or an if");
+    in_epilogue_ = true;
+    loop::Bounds outer = ex_.take_bounds();
+    ex_.restore_bounds(sym_bounds_);
+    launch_ = emit_flash_attention(s, *this);
+    ex_.restore_bounds(std::move(outer));
+    in_epilogue_ = false;
   }
 
   void contract(const StmtNode& s) {
@@ -562,6 +581,7 @@ class KernelWriter final : public CodeSink {
   int serial_loops_ = 0;
   int if_depth_ = 0;
   std::optional<MmaPlan> mma_;  // the kernel is a tensor-core GEMM
+  bool attention_ = false;      // the kernel is a flash attention
   GemmTarget gemm_;
   bool in_epilogue_ = false;
   std::set<ForKind> axes_;
@@ -587,7 +607,7 @@ CudaSource emit_cuda_source(const std::vector<loop::Kernel>& kernels, const Gemm
   CudaSource src;
   std::string code = detail::prelude();
   for (const loop::Kernel& k : kernels) {
-    if (detail::contracts_in(k.body).empty()) continue;
+    if (detail::contracts_in(k.body).empty() && detail::statements_in(k.body, loop::StmtKind::Attention).empty()) continue;
     code += detail::mma_prelude();
     if (gemm.wgmma) code += detail::wgmma_prelude();
     break;
@@ -595,7 +615,8 @@ CudaSource emit_cuda_source(const std::vector<loop::Kernel>& kernels, const Gemm
   // The wide stores' types (vector_store.cpp).
   code += "\nstruct __align__(16) ts_v16 { unsigned x, y, z, w; };\nstruct __align__(8) ts_v8 { unsigned x, y; };\n";
   for (const loop::Kernel& k : kernels) {
-    if (!detail::has_lanes_loop(k)) continue;
+    // The lanes' shuffles, which flash attention's row statistics use too.
+    if (!detail::has_lanes_loop(k) && detail::statements_in(k.body, loop::StmtKind::Attention).empty()) continue;
     code += detail::kLanesPrelude;
     break;
   }

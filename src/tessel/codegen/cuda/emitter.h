@@ -130,6 +130,12 @@ LaunchGeometry emit_mma_gemm(const loop::StmtNode& contract, const MmaPlan& plan
 // emitted once and called per output (both GEMM kernels).
 void gemm_epilogue_lambda(const loop::ContractView& c, CodeSink& out);
 
+// Writes an attention statement (loop/ir.h) as the flash-attention kernel
+// of flash_attention.cpp and returns its launch geometry. Throws for head
+// sizes it does not take (constant multiples of 16 up to 256) and operands
+// that are not bf16 or f16 values.
+LaunchGeometry emit_flash_attention(const loop::StmtNode& attention, CodeSink& out);
+
 // ---- the warp-specialised TMA GEMM (tma_gemm.cpp, MmaPlan::tma) ----
 
 // An operand the TMA can copy: cast<f32> of a 2-byte load whose flat index

@@ -1,0 +1,268 @@
+// The attention statement (loop/ir.h) as one flash-attention kernel
+// (docs/flash_attention.md, step 3, first form: mma.sync, FlashAttention-2's
+// structure; the wgmma/TMA form is the next step):
+//
+//   grid (ceil(M / 64), min(batch, 65535)), 128 threads (4 warps of 16 query rows)
+//   for each batch entry of this block (a grid-stride loop over gridDim.y):
+//     shared Q <- the block's 64 query rows (0 past M)    q(batch, i, d) per element
+//     registers <- Q's mma fragments (ldmatrix)
+//     O = 0, m = -inf, l = 0 per row
+//     for each tile of 64 keys:
+//       shared K, V <- the tile (0 past N)
+//       S = Q K^T (mma.sync), s = scale S + bias(batch, i, j); -inf past N
+//       m' = max(m, row max of s); P = exp(s - m'); l = l exp(m - m') + row sum of P
+//       O = O exp(m - m') + P V (P rounded to bf16/f16 as the A fragment)
+//     epilogue(batch, i, e, O / l) for each i < M (0 where l = 0: a row masked entirely)
+//
+// Rows live in mma.sync's accumulator layout: thread (g, t) of a warp holds
+// rows g and g + 8 and, per 8 columns, columns 2t and 2t + 1; a row's
+// statistics are reduced over the 4 threads of its quad (xor shuffles 1, 2).
+// The score tile's accumulators are P's A fragments once packed in pairs.
+// Unlike the evaluator, which rounds the normalised p to p_type, the kernel
+// rounds the unnormalised exp(s - m') and divides at the end (both within
+// the half type's rounding of each probability).
+#include <functional>
+
+#include "tessel/codegen/cuda/emitter.h"
+#include "tessel/support/error.h"
+
+namespace tessel::cuda::detail {
+
+using loop::Expr;
+
+namespace {
+
+constexpr int kRows = 64, kKeys = 64, kThreads = 128;
+
+class FlashWriter {
+ public:
+  FlashWriter(const loop::StmtNode& s, CodeSink& out) : a_(loop::attention_parts(s)), out_(out) {
+    int64_t d = 0, e = 0;
+    TS_CHECK(loop::as_const_int(loop::simplify(a_.d_extent), &d) &&
+                 loop::as_const_int(loop::simplify(a_.e_extent), &e) && d > 0 && e > 0 && d % 16 == 0 &&
+                 e % 16 == 0 && d <= 256 && e <= 256,
+             "cuda codegen: the attention kernel takes constant head sizes that are multiples of 16 up to 256");
+    d_ = static_cast<int>(d);
+    e_ = static_cast<int>(e);
+    if (exact_in(a_.q, DType::BF16) && exact_in(a_.k, DType::BF16) && exact_in(a_.v, DType::BF16)) {
+      half_ = "bf16";
+    } else if (exact_in(a_.q, DType::F16) && exact_in(a_.k, DType::F16) && exact_in(a_.v, DType::F16)) {
+      half_ = "f16";
+    } else {
+      fail("cuda codegen: the attention kernel takes q, k and v that are bf16 or f16 values");
+    }
+  }
+
+  void write() {
+    ExprEmitter& ex = out_.expr();
+    line("{");
+    out_.indent(1);
+    line(str_cat("// flash attention (", half_, " mma.sync): 64 query rows a block, 4 warps, tiles of 64 keys, head sizes ",
+                 d_, " / ", e_));
+    line(str_cat("const long long ts_B = ", ex.emit(a_.batch_extent), ", ts_M = ", ex.emit(a_.m), ", ts_N = ",
+                 ex.emit(a_.n), ";"));
+    line(str_cat("const float ts_scale = ", ex.emit(a_.scale), ";"));
+    line("const float ts_ninf = __int_as_float(0xff800000);  // -inf");
+    line("extern __shared__ __align__(16) unsigned char ts_dsmem[];");
+    const int qd = d_ + 8, vd = e_ + 8;  // padded rows (halves): ldmatrix rows on distinct banks
+    line(str_cat("unsigned short (*ts_Qs)[", qd, "] = reinterpret_cast<unsigned short (*)[", qd, "]>(ts_dsmem);"));
+    line(str_cat("unsigned short (*ts_Ks)[", qd, "] = reinterpret_cast<unsigned short (*)[", qd, "]>(ts_dsmem + ",
+                 kRows * qd * 2, ");"));
+    line(str_cat("unsigned short (*ts_Vs)[", vd, "] = reinterpret_cast<unsigned short (*)[", vd, "]>(ts_dsmem + ",
+                 (kRows + kKeys) * qd * 2, ");"));
+    line("const int ts_tid = (int)threadIdx.x, ts_warp = ts_tid >> 5, ts_lane = ts_tid & 31;");
+    line("const int ts_g = ts_lane >> 2, ts_t = ts_lane & 3;");
+    line("const long long ts_m0 = (long long)blockIdx.x * 64ll;");
+    lambdas();
+    line("for (long long ts_bh = blockIdx.y; ts_bh < ts_B; ts_bh += gridDim.y) {");
+    out_.indent(1);
+    load_tile("ts_Qs", a_.q, a_.i, "ts_m0", "ts_M", a_.d, d_, kRows);
+    line("__syncthreads();");
+    line(str_cat("unsigned ts_qf[", d_ / 16, "][4];"));
+    loop("ts_kk", d_ / 16, [&] {
+      line("ts_ldsm_x4(ts_qf[ts_kk], &ts_Qs[ts_warp * 16 + (ts_lane & 15)][ts_kk * 16 + (ts_lane >> 4) * 8]);");
+    });
+    line(str_cat("float ts_o[", e_ / 8, "][4];"));
+    loop("ts_q", e_ / 8, [&] { line("ts_o[ts_q][0] = ts_o[ts_q][1] = ts_o[ts_q][2] = ts_o[ts_q][3] = 0.0f;"); });
+    line("float ts_mx[2] = {ts_ninf, ts_ninf}, ts_l[2] = {0.0f, 0.0f};");
+    line("for (long long ts_n0 = 0; ts_n0 < ts_N; ts_n0 += 64ll) {");
+    out_.indent(1);
+    line("__syncthreads();  // the previous tile is consumed");
+    load_tile("ts_Ks", a_.k, a_.j, "ts_n0", "ts_N", a_.d, d_, kKeys);
+    load_tile("ts_Vs", a_.v, a_.j, "ts_n0", "ts_N", a_.e, e_, kKeys);
+    line("__syncthreads();");
+    scores();
+    softmax();
+    pv();
+    out_.indent(-1);
+    line("}");
+    epilogue();
+    line("__syncthreads();  // the next batch entry reuses the tiles");
+    out_.indent(-1);
+    line("}");
+    out_.indent(-1);
+    line("}");
+  }
+
+ private:
+  void line(const std::string& s) { out_.line(s); }
+
+  void loop(const char* v, int n, const std::function<void()>& body) {
+    line("#pragma unroll");
+    line(str_cat("for (int ", v, " = 0; ", v, " < ", n, "; ++", v, ") {"));
+    out_.indent(1);
+    body();
+    out_.indent(-1);
+    line("}");
+  }
+
+  // ts_bias(batch, i, j) and ts_epilogue(batch, i, e, acc): the statement's
+  // bias and epilogue, each emitted once.
+  void lambdas() {
+    const std::string b = var_name(a_.batch);
+    line(str_cat("auto ts_bias = [&](const long long ", b, ", const long long ", var_name(a_.i), ", const long long ",
+                 var_name(a_.j), ") -> float { return ", out_.expr().emit(a_.bias), "; };"));
+    line(str_cat("auto ts_epilogue = [&](const long long ", b, ", const long long ", var_name(a_.i),
+                 ", const long long ", var_name(a_.e), ", const float ", var_name(a_.acc), ") {"));
+    out_.indent(1);
+    out_.stmt(a_.epilogue);
+    out_.indent(-1);
+    line("};");
+  }
+
+  // Shared tile `tile` <- rows [row0, row0 + rows) of `value` (its row
+  // variable `row_var` up to `extent`, its column variable `col_var` over
+  // [0, width)), the value's bits as stored (bf16/f16), 0 past the extent.
+  // The indices are clamped into range so that every load is inside the
+  // buffer (the value is then discarded).
+  void load_tile(const char* tile, const Expr& value, const std::string& row_var, const char* row0,
+                 const char* extent, const std::string& col_var, int width, int rows) {
+    line(str_cat("for (int ts_e = ts_tid; ts_e < ", rows * width, "; ts_e += ", kThreads, ") {"));
+    out_.indent(1);
+    line(str_cat("const int ts_r = ts_e / ", width, ", ts_c = ts_e % ", width, ";"));
+    line(str_cat("const long long ts_at = ", row0, " + ts_r;"));
+    line(str_cat("const long long ", var_name(a_.batch), " = ts_bh;"));
+    line(str_cat("const long long ", var_name(row_var), " = ts_at < ", extent, " ? ts_at : ", extent, " - 1;"));
+    line(str_cat("const long long ", var_name(col_var), " = ts_c;"));
+    line(str_cat("const float ts_v = ts_at < ", extent, " ? ", out_.expr().emit(value), " : 0.0f;"));
+    line(str_cat(tile, "[ts_r][ts_c] = ", half_ == std::string("bf16") ? "ts_f2bf(ts_v)" : "ts_f2h(ts_v)", ";"));
+    out_.indent(-1);
+    line("}");
+  }
+
+  // S = Q K^T for the warp's 16 rows and the tile's 64 keys, scaled, biased
+  // and -inf past N.
+  void scores() {
+    line("float ts_s[8][4];");
+    loop("ts_q", 8, [&] { line("ts_s[ts_q][0] = ts_s[ts_q][1] = ts_s[ts_q][2] = ts_s[ts_q][3] = 0.0f;"); });
+    loop("ts_kk", d_ / 16, [&] {
+      loop("ts_nt", 8, [&] {
+        line("unsigned ts_kb[2];");
+        line("ts_ldsm_x2(ts_kb, &ts_Ks[ts_nt * 8 + (ts_lane & 7)][ts_kk * 16 + ((ts_lane >> 3) & 1) * 8]);");
+        line(str_cat("ts_mma_", half_, "(ts_s[ts_nt], ts_qf[ts_kk], ts_kb);"));
+      });
+    });
+    loop("ts_nt", 8, [&] {
+      loop("ts_r", 4, [&] {
+        line("const long long ts_i = ts_m0 + ts_warp * 16 + ts_g + (ts_r >> 1) * 8;");
+        line("const long long ts_j = ts_n0 + ts_nt * 8 + ts_t * 2 + (ts_r & 1);");
+        line("ts_s[ts_nt][ts_r] = ts_j < ts_N ? ts_scale * ts_s[ts_nt][ts_r] + "
+             "ts_bias(ts_bh, ts_i < ts_M ? ts_i : ts_M - 1, ts_j) : ts_ninf;");
+      });
+    });
+  }
+
+  // The online softmax of the tile's rows g (h = 0) and g + 8 (h = 1).
+  void softmax() {
+    loop("ts_h", 2, [&] {
+      line("float ts_tmax = ts_ninf;");
+      loop("ts_nt", 8, [&] {
+        line("ts_tmax = fmaxf(ts_tmax, fmaxf(ts_s[ts_nt][2 * ts_h], ts_s[ts_nt][2 * ts_h + 1]));");
+      });
+      line("ts_tmax = fmaxf(ts_tmax, ts_shfl_xor(ts_tmax, 1));");
+      line("ts_tmax = fmaxf(ts_tmax, ts_shfl_xor(ts_tmax, 2));");
+      line("const float ts_new = fmaxf(ts_mx[ts_h], ts_tmax);");
+      // Every score so far -inf: nothing to subtract (exp(-inf) = 0 leaves P 0).
+      line("const float ts_base = ts_new == ts_ninf ? 0.0f : ts_new;");
+      line("const float ts_alpha = ts_mx[ts_h] == ts_ninf ? 0.0f : expf(ts_mx[ts_h] - ts_base);");
+      line("float ts_sum = 0.0f;");
+      loop("ts_nt", 8, [&] {
+        loop("ts_c", 2, [&] {
+          line("const float ts_p = expf(ts_s[ts_nt][2 * ts_h + ts_c] - ts_base);");
+          line("ts_s[ts_nt][2 * ts_h + ts_c] = ts_p;");
+          line("ts_sum += ts_p;");
+        });
+      });
+      line("ts_l[ts_h] = ts_l[ts_h] * ts_alpha + ts_sum;");
+      line("ts_mx[ts_h] = ts_new;");
+      loop("ts_q", e_ / 8, [&] {
+        line("ts_o[ts_q][2 * ts_h] *= ts_alpha;");
+        line("ts_o[ts_q][2 * ts_h + 1] *= ts_alpha;");
+      });
+    });
+  }
+
+  // O += P V: P's A fragments from the score accumulators (k16 block kk
+  // is score tiles 2 kk and 2 kk + 1), V's B fragments with ldmatrix .trans.
+  void pv() {
+    loop("ts_kk", kKeys / 16, [&] {
+      const std::string pack = str_cat("ts_pack_", half_);
+      line(str_cat("const unsigned ts_pa[4] = {", pack, "(ts_s[2 * ts_kk][0], ts_s[2 * ts_kk][1]), ", pack,
+                   "(ts_s[2 * ts_kk][2], ts_s[2 * ts_kk][3]), ", pack, "(ts_s[2 * ts_kk + 1][0], ts_s[2 * ts_kk + 1][1]), ",
+                   pack, "(ts_s[2 * ts_kk + 1][2], ts_s[2 * ts_kk + 1][3])};"));
+      loop("ts_nt", e_ / 8, [&] {
+        line("unsigned ts_vb[2];");
+        line("ts_ldsm_x2_trans(ts_vb, &ts_Vs[ts_kk * 16 + (ts_lane & 15)][ts_nt * 8]);");
+        line(str_cat("ts_mma_", half_, "(ts_o[ts_nt], ts_pa, ts_vb);"));
+      });
+    });
+  }
+
+  // The rows' sums over their quads, then O / l through the epilogue.
+  void epilogue() {
+    loop("ts_h", 2, [&] {
+      line("ts_l[ts_h] += ts_shfl_xor(ts_l[ts_h], 1);");
+      line("ts_l[ts_h] += ts_shfl_xor(ts_l[ts_h], 2);");
+    });
+    line("#pragma unroll 1");
+    line(str_cat("for (int ts_q = 0; ts_q < ", e_ / 8 * 4, "; ++ts_q) {"));
+    out_.indent(1);
+    // A runtime index into ts_o would put it in local memory: a switch of
+    // constant indices keeps it in registers.
+    line("float ts_acc = 0.0f;");
+    line("switch (ts_q) {");
+    for (int q = 0; q < e_ / 8 * 4; ++q) line(str_cat("  case ", q, ": ts_acc = ts_o[", q / 4, "][", q % 4, "]; break;"));
+    line("}");
+    line("const int ts_h = (ts_q & 3) >> 1;");
+    line("const float ts_lh = ts_h ? ts_l[1] : ts_l[0];");
+    line("const long long ts_i = ts_m0 + ts_warp * 16 + ts_g + ts_h * 8;");
+    line("const long long ts_e = (ts_q >> 2) * 8 + ts_t * 2 + (ts_q & 1);");
+    line("if (ts_i < ts_M) ts_epilogue(ts_bh, ts_i, ts_e, ts_lh == 0.0f ? 0.0f : ts_acc / ts_lh);");
+    out_.indent(-1);
+    line("}");
+  }
+
+  loop::AttentionView a_;
+  CodeSink& out_;
+  int d_ = 0, e_ = 0;
+  const char* half_ = "bf16";
+};
+
+}  // namespace
+
+LaunchGeometry emit_flash_attention(const loop::StmtNode& s, CodeSink& out) {
+  FlashWriter w(s, out);
+  w.write();
+  const loop::AttentionView a = loop::attention_parts(s);
+  int64_t d = 0, e = 0;
+  loop::as_const_int(loop::simplify(a.d_extent), &d);
+  loop::as_const_int(loop::simplify(a.e_extent), &e);
+  LaunchGeometry g;
+  g.grid[0] = loop::simplify(loop::floordiv(a.m + Expr(kRows - 1), Expr(kRows)));
+  g.grid[1] = loop::simplify(loop::min(a.batch_extent, Expr(65535)));
+  g.block[0] = Expr(kThreads);
+  g.shared_bytes = static_cast<unsigned>((int64_t{kRows + kKeys} * (d + 8) + int64_t{kKeys} * (e + 8)) * 2);
+  return g;
+}
+
+}  // namespace tessel::cuda::detail
