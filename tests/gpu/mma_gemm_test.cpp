@@ -172,6 +172,58 @@ TEST(GpuMma, WgmmaIsHgmmaInTheSass) {
   EXPECT_GE(occurrences(tma_sass, "USETMAXREG"), 2 * tma.size());
 }
 
+// The flash-attention kernel (codegen/cuda/flash_attention.cpp) against the
+// evaluator's attention statement, within the half type's rounding of each
+// probability: bf16 with a mask that empties a row, f16 at head size 128
+// with a causal bias over several key tiles and query blocks.
+TEST(GpuFlash, MatchesTheEvaluator) {
+  SKIP_WITHOUT_GPU();
+  struct Flash {
+    const char* t;
+    int64_t batch, m, n, d, e;
+    const char* bias;
+  };
+  const Flash cases[] = {{"bf16", 3, 70, 100, 32, 16, "select(i == 5 | j > i + 40, -inff32, 0.0f32)"},
+                         {"f16", 2, 130, 300, 128, 128, "select(j > i + 170, -inff32, 0.0f32)"}};
+  std::vector<loop::Kernel> ks;
+  for (const Flash& f : cases) {
+    ks.push_back(loop::parse_kernel(str_cat(
+        "kernel flash_", f.t, "(in %q: ", f.t, "[", f.batch, ", ", f.m, ", ", f.d, "], in %k: ", f.t, "[", f.batch, ", ",
+        f.n, ", ", f.d, "], in %v: ", f.t, "[", f.batch, ", ", f.n, ", ", f.e, "], out %o: f32[", f.batch, ", ", f.m,
+        ", ", f.e, "]) {\n  attention bh in [0, ", f.batch, "), i in [0, ", f.m, "), j in [0, ", f.n, "), d in [0, ",
+        f.d, "), e in [0, ", f.e, "): acc = softmax_dot(cast<f32>(q[bh, i, d]), cast<f32>(k[bh, j, d]), "
+        "cast<f32>(v[bh, j, e]), 0.125f32, ", f.bias, ", ", f.t, ") {\n    o[bh, i, e] = acc\n  }\n}\n")));
+  }
+  GpuKernels gpu(ks);
+  std::mt19937_64 rng(9);
+  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+  for (size_t c = 0; c < ks.size(); ++c) {
+    const Flash& f = cases[c];
+    const bool bf = std::string(f.t) == "bf16";
+    const auto halves = [&](int64_t n) {
+      std::vector<uint8_t> b(static_cast<size_t>(2 * n));
+      for (int64_t i = 0; i < n; ++i) {
+        const float x = dist(rng);
+        const uint16_t h = bf ? f32_to_bf16_bits(x) : f32_to_f16_bits(x);
+        std::memcpy(&b[static_cast<size_t>(2 * i)], &h, 2);
+      }
+      return b;
+    };
+    std::vector<std::vector<uint8_t>> bufs = {halves(f.batch * f.m * f.d), halves(f.batch * f.n * f.d),
+                                              halves(f.batch * f.n * f.e),
+                                              std::vector<uint8_t>(static_cast<size_t>(4 * f.batch * f.m * f.e), 0xff)};
+    std::vector<float> want(static_cast<size_t>(f.batch * f.m * f.e));
+    ASSERT_EQ(loop::run_kernel(ks[c], {bufs[0].data(), bufs[1].data(), bufs[2].data(), want.data()}, {}), 0);
+    ASSERT_EQ(gpu.run(ks[c].name, pointers(bufs), {}), 0) << ks[c].name;
+    std::vector<float> got(want.size());
+    std::memcpy(got.data(), bufs[3].data(), bufs[3].size());
+    double worst = 0;
+    for (size_t x = 0; x < got.size(); ++x)
+      worst = std::max(worst, std::fabs(static_cast<double>(got[x]) - want[x]) / (1.0 + std::fabs(want[x])));
+    EXPECT_LT(worst, 1e-2) << ks[c].name;
+  }
+}
+
 TEST(GpuMma, Tf32x3MatchesTheEvaluator) {
   SKIP_WITHOUT_GPU();
   expect_cases_match(gemm_cases(DType::F32));

@@ -700,38 +700,60 @@ TEST(FlashAttention, CompilesForHopperAndAmpere) {
   }
 }
 
-// The kernel on the host emulation against the evaluator: within bf16's
-// rounding of each probability (the kernel rounds exp(s - m) before the
-// product with V, the evaluator the normalised p).
-TEST(FlashAttention, EmulationMatchesTheEvaluator) {
+// Runs `text` (an attention kernel with q, k, v of half type t and an f32
+// output of `out_elems`) on the host emulation and through the evaluator;
+// returns the largest error relative to 1 + |want| and the outputs.
+double flash_emulation_error(const std::string& text, DType t, std::vector<float>* got_out) {
   const std::string cxx = host_compiler();
-  if (cxx.empty()) GTEST_SKIP() << "no host C++ compiler (c++ or $CXX)";
-  const loop::Kernel k = loop::parse_kernel(kFlash);
+  const loop::Kernel k = loop::parse_kernel(text);
   std::mt19937_64 rng(3);
   std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
-  const auto bf16s = [&](size_t n) {
-    std::vector<uint8_t> b(2 * n);
-    for (size_t i = 0; i < n; ++i) {
-      const uint16_t h = f32_to_bf16_bits(dist(rng));
-      std::memcpy(&b[2 * i], &h, 2);
+  std::vector<std::vector<uint8_t>> bufs;
+  for (size_t p = 0; p < 3; ++p) {
+    int64_t n = 1;
+    for (const loop::Expr& d : k.params[p]->shape) n *= loop::eval_index(d, {});
+    std::vector<uint8_t> b(static_cast<size_t>(2 * n));
+    for (int64_t i = 0; i < n; ++i) {
+      const float x = dist(rng);
+      const uint16_t h = t == DType::BF16 ? f32_to_bf16_bits(x) : f32_to_f16_bits(x);
+      std::memcpy(&b[static_cast<size_t>(2 * i)], &h, 2);
     }
-    return b;
-  };
-  std::vector<std::vector<uint8_t>> bufs = {bf16s(3 * 70 * 32), bf16s(3 * 100 * 32), bf16s(3 * 100 * 16),
-                                            std::vector<uint8_t>(4 * 3 * 70 * 16, 0xff)};
-  std::vector<float> want(3 * 70 * 16);
-  ASSERT_EQ(loop::run_kernel(k, {bufs[0].data(), bufs[1].data(), bufs[2].data(), want.data()}, {}), 0);
-  ASSERT_EQ(run_on_host(k, {}, bufs, cxx), 0);
-  std::vector<float> got(want.size());
-  std::memcpy(got.data(), bufs[3].data(), bufs[3].size());
-  double worst = 0;
-  for (size_t x = 0; x < got.size(); ++x) {
-    const size_t i = x / 16 % 70;
-    if (i == 5) EXPECT_EQ(got[x], 0.0f) << x;  // a row masked entirely
-    worst = std::max(worst, std::fabs(static_cast<double>(got[x]) - want[x]) / (1.0 + std::fabs(want[x])));
+    bufs.push_back(std::move(b));
   }
+  int64_t outs = 1;
+  for (const loop::Expr& d : k.params[3]->shape) outs *= loop::eval_index(d, {});
+  bufs.emplace_back(static_cast<size_t>(4 * outs), 0xff);
+  std::vector<float> want(static_cast<size_t>(outs));
+  EXPECT_EQ(loop::run_kernel(k, {bufs[0].data(), bufs[1].data(), bufs[2].data(), want.data()}, {}), 0);
+  EXPECT_EQ(run_on_host(k, {}, bufs, cxx), 0);
+  got_out->assign(want.size(), 0.0f);
+  std::memcpy(got_out->data(), bufs[3].data(), bufs[3].size());
+  double worst = 0;
+  for (size_t x = 0; x < want.size(); ++x)
+    worst = std::max(worst, std::fabs(static_cast<double>((*got_out)[x]) - want[x]) / (1.0 + std::fabs(want[x])));
+  return worst;
+}
+
+// The kernel on the host emulation against the evaluator: within the half
+// type's rounding of each probability (the kernel rounds exp(s - m) before
+// the product with V, the evaluator the normalised p).
+TEST(FlashAttention, EmulationMatchesTheEvaluator) {
+  if (host_compiler().empty()) GTEST_SKIP() << "no host C++ compiler (c++ or $CXX)";
+  std::vector<float> got;
+  const double worst = flash_emulation_error(kFlash, DType::BF16, &got);
+  for (size_t x = 0; x < got.size(); ++x)
+    if (x / 16 % 70 == 5) EXPECT_EQ(got[x], 0.0f) << x;  // a row masked entirely
   EXPECT_LT(worst, 1e-2);
   EXPECT_GT(worst, 0.0);  // the two round differently: not a copy of one result
+  // f16, head size 128 into 64 values, three key tiles, two query blocks, causal.
+  const double f16 = flash_emulation_error(
+      "kernel flash16(in %q: f16[1, 100, 128], in %k: f16[1, 150, 128], in %v: f16[1, 150, 64], "
+      "out %o: f32[1, 100, 64]) {\n"
+      "  attention bh in [0, 1), i in [0, 100), j in [0, 150), d in [0, 128), e in [0, 64): acc = softmax_dot("
+      "cast<f32>(q[bh, i, d]), cast<f32>(k[bh, j, d]), cast<f32>(v[bh, j, e]), 0.0883883f32, "
+      "select(j > i + 50, -inff32, 0.0f32), f16) {\n    o[bh, i, e] = acc\n  }\n}\n",
+      DType::F16, &got);
+  EXPECT_LT(f16, 1e-2);
 }
 
 // Both operands transposed (the other load orders), f16, the 64-row tiles.

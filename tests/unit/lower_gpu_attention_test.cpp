@@ -35,8 +35,8 @@ size_t attentions_in(const loop::Kernel& k) {
 // Lowers every compiled group of m (the pipeline has run) with the attention
 // path on, evaluates them, and expects `statements` attention kernels and
 // the interpreter's outputs within `tol`.
-testing::PlanRun expect_attention_lowering(Model& m, size_t statements, Tolerance tol = Tolerance{1e-5, 1e-5}) {
-  PassOptions po;
+testing::PlanRun expect_attention_lowering(Model& m, size_t statements, Tolerance tol = Tolerance{1e-5, 1e-5},
+                                           const PassOptions& po = {}) {
   run_pipeline(m, po);
   const std::vector<RtValue> in = testing::random_inputs(*m.graph, {}, 11);
   const auto lower = [](const FusionGroup& g) {
@@ -177,6 +177,32 @@ TEST(LowerGpuAttention, ConsumersAreSplitOff) {
   b.output(b.op("Transpose", {y}, {{"perm", Attribute::of_ints({0, 2, 1, 3})}}));
   const testing::PlanRun r = expect_attention_lowering(m, 1);
   EXPECT_GE(r.lowered.size(), 2u);
+}
+
+// The exported form at --precision bf16 (the pipeline's casts around an f32
+// softmax, GPT-2's own Cast after it): fuse_attention makes one node, which
+// lowers to the statement.
+TEST(LowerGpuAttention, FusedFromTheBf16Pipeline) {
+  for (bool extra_cast : {false, true}) {
+    Model m;
+    GraphBuilder b(m);
+    Value* q = b.input("q", DType::F32, {Dim(2), Dim(3), Dim(20), Dim(16)});
+    Value* k = b.input("k", DType::F32, {Dim(2), Dim(3), Dim(24), Dim(16)});
+    Value* v = b.input("v", DType::F32, {Dim(2), Dim(3), Dim(24), Dim(16)});
+    Value* s = b.op("MatMul", {q, b.op("Transpose", {k}, {{"perm", Attribute::of_ints({0, 1, 3, 2})}})});
+    s = b.op("Mul", {s, b.constant(Tensor::scalar_f32(0.25f), "scale")});
+    s = b.op("Add", {s, b.input("mask", DType::F32, {Dim(1), Dim(1), Dim(20), Dim(24)})});
+    Value* p = b.op("Softmax", {s}, {{"axis", i64(-1)}});
+    if (extra_cast) p = b.op("Cast", {p}, {{"to", i64(1)}});
+    b.output(b.op("MatMul", {p, v}));
+    PassOptions po;
+    po.precision = DType::BF16;
+    po.gpu = true;
+    po.fuse_attention = true;
+    expect_attention_lowering(m, 1, Tolerance{3e-2, 3e-2}, po);
+    EXPECT_EQ(testing::count_ops(*m.graph, "Attention"), 1u);
+    EXPECT_EQ(testing::count_ops(*m.graph, "Softmax"), 0u);
+  }
 }
 
 }  // namespace

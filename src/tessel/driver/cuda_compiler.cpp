@@ -1,6 +1,7 @@
 #include "tessel/driver/cuda_compiler.h"
 
 #include <chrono>
+#include <cstdlib>
 
 #include "tessel/codegen/cuda/driver_api.h"
 #include "tessel/codegen/cuda/mma_gemm.h"
@@ -13,8 +14,23 @@
 
 namespace tessel {
 
+bool cuda_flash_attention() {
+  const char* env = std::getenv("TESSEL_CUDA_FLASH");
+  return env && std::string(env) == "1";
+}
+
 LoweredGroup lower_group_ready_for_gpu(const FusionGroup& g, const OpRegistry& reg) {
-  LoweredGroup lg = lower_group_for_gpu(g, reg);
+  GpuScheduleOptions o;
+  o.attention = cuda_flash_attention();
+  LoweredGroup lg = lower_group_for_gpu(g, reg, o);
+  if (lg.schedule == "gpu_attention") {
+    try {
+      cuda::emit_cuda_source({lg.kernel});
+    } catch (const Error&) {
+      o.attention = false;  // the composed form instead
+      lg = lower_group_for_gpu(g, reg, o);
+    }
+  }
   try {
     loop::verify(lg.kernel, loop::Target::Cuda);
     cuda::emit_cuda_source({lg.kernel});  // what the emitter refuses runs on the interpreter

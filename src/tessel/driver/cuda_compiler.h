@@ -14,8 +14,15 @@
 
 namespace tessel {
 
+// Whether the CUDA path fuses attention into flash-attention kernels
+// (PassOptions::fuse_attention, GpuScheduleOptions::attention): while the
+// kernel is being measured on the GPU, only with TESSEL_CUDA_FLASH=1.
+bool cuda_flash_attention();
+
 // One group as a GPU kernel: GPU nest and schedule, verified for CUDA.
-// Throws what lower_group throws, so that the plan changes around it.
+// Throws what lower_group throws, so that the plan changes around it. An
+// attention statement the flash kernel does not take (f32 operands, head
+// sizes) keeps the Attention node's composed lowering.
 LoweredGroup lower_group_ready_for_gpu(const FusionGroup& g, const OpRegistry& reg);
 
 // Plans and lowers every group for the GPU; groups the GPU lowering refuses

@@ -14,10 +14,13 @@
 // nonpad_kv_seqlen, a mask shorter than the keys (the present and qk
 // outputs are groups of their own, which keep the composed form),
 // causal with fewer queries than keys, a consumer fused after the node
-// (FusionRejected: the node becomes a root of its own), a producer that
-// needs a reduction or a check.
+// (FusionRejected: the node becomes a root of its own). A producer that
+// reduces (a projection GEMM the fusion put in the group) is rejected to a
+// kernel of its own; a producer's checks that use none of the statement's
+// variables go before it.
 #include <cmath>
 
+#include "tessel/loop/visit.h"
 #include "tessel/lower/group_lowerer.h"
 #include "tessel/support/error.h"
 
@@ -55,6 +58,26 @@ std::string unsupported_attention(const Node& n) {
 }
 
 }  // namespace
+
+// The nearest group member upstream of the attention's inputs that is a
+// contraction or a reduction (whose value each operand element would
+// recompute), or nullptr.
+const Node* GroupLowerer::reducing_producer(const Node& attention) const {
+  std::vector<const Node*> todo = {&attention};
+  std::set<const Node*> seen;
+  while (!todo.empty()) {
+    const Node* n = todo.back();
+    todo.pop_back();
+    for (const Value* v : n->inputs) {
+      const Node* p = v ? v->producer : nullptr;
+      if (!p || !members_.count(p) || !seen.insert(p).second) continue;
+      const OpSchema* s = reg_.find(p->domain, p->op);
+      if (s && (s->fusion == FusionKind::Contraction || s->fusion == FusionKind::Reduction)) return p;
+      todo.push_back(p);
+    }
+  }
+  return nullptr;
+}
 
 std::optional<LoweredGroup> GroupLowerer::try_attention() {
   if (!sched_.gpu_attention) return std::nullopt;
@@ -112,7 +135,21 @@ std::optional<LoweredGroup> GroupLowerer::try_attention() {
   }
   if (causal) bias = loop::select(loop::binary(loop::BinaryOp::Gt, j, i), neg_inf, bias);
   current_ = nullptr;
-  if (!levels_[0].stmts.empty() || !levels_[0].allocs.empty()) return std::nullopt;  // a producer reduced or checked
+  // A producer's checks that use none of the statement's variables (a
+  // constant Gather index) go before it; a producer that reduces (a
+  // projection GEMM inlined as a producer) must be a kernel of its own.
+  std::vector<Stmt> before;
+  for (const Stmt& x : levels_[0].stmts) {
+    bool outside = x->kind == loop::StmtKind::Assert;
+    for (const std::string& name : {names.batch, names.i, names.j, names.d, names.e})
+      outside = outside && !loop::mentions_var(x->value, name);
+    if (!outside) {
+      if (const Node* r = reducing_producer(*a)) throw FusionRejected(str_cat(r->describe(), ": reduces inside an attention operand"), r);
+      return std::nullopt;
+    }
+    before.push_back(x);
+  }
+  if (!levels_[0].allocs.empty()) return std::nullopt;
 
   const double scale = a->has_attr("scale") ? a->attr_float("scale", 0) : 1.0 / std::sqrt(static_cast<double>(d));
   const DType in = a->input(0)->type.dtype;
@@ -124,9 +161,9 @@ std::optional<LoweredGroup> GroupLowerer::try_attention() {
   const Idx out_index = is3d ? Idx{b, i, h * Expr(dv) + e} : Idx{b, h, i, e};
   const Stmt epilogue =
       loop::store(out_buf, out_index, loop::cast(out->type.dtype, loop::var(names.acc, DType::F32)));
-  const Stmt st = loop::attention(names, Expr(batch * hq), Expr(sq), Expr(skv), Expr(d), Expr(dv), q, k, v,
-                                  loop::float_imm(DType::F32, scale), bias, p_type, epilogue);
-  LoweredGroup lg = finish(st, out_buf, std::nullopt);
+  before.push_back(loop::attention(names, Expr(batch * hq), Expr(sq), Expr(skv), Expr(d), Expr(dv), q, k, v,
+                                   loop::float_imm(DType::F32, scale), bias, p_type, epilogue));
+  LoweredGroup lg = finish(loop::seq(std::move(before)), out_buf, std::nullopt);
   lg.schedule = "attention";
   return lg;
 }

@@ -8,17 +8,20 @@
 
 namespace tessel {
 
-NestSchedule gpu_nest_schedule() {
+NestSchedule gpu_nest_schedule() { return gpu_nest_schedule(false); }
+
+NestSchedule gpu_nest_schedule(bool attention) {
   NestSchedule s;
   s.vector_width = 1;
   s.parallel = true;
   s.gemm = false;
   s.gpu_gemm = true;
+  s.gpu_attention = attention;
   return s;
 }
 
-LoweredGroup lower_group_gpu_nest(const FusionGroup& g, const OpRegistry& reg) {
-  LoweredGroup lg = lower_group(g, reg, gpu_nest_schedule());
+LoweredGroup lower_group_gpu_nest(const FusionGroup& g, const OpRegistry& reg, bool attention) {
+  LoweredGroup lg = lower_group(g, reg, gpu_nest_schedule(attention));
   loop::Kernel k = loop::simplify(loop::expand_math(lg.kernel));
   loop::visit_stmt(k.body, [](const loop::Stmt&) {}, [&](const loop::Expr& root) {
     loop::visit_expr(root, [&](const loop::Expr& e) {
@@ -31,11 +34,11 @@ LoweredGroup lower_group_gpu_nest(const FusionGroup& g, const OpRegistry& reg) {
 }
 
 LoweredGroup lower_group_for_gpu(const FusionGroup& g, const OpRegistry& reg, const GpuScheduleOptions& o) {
-  LoweredGroup lg = lower_group_gpu_nest(g, reg);
+  LoweredGroup lg = lower_group_gpu_nest(g, reg, o.attention);
   lg.kernel = schedule_for_gpu(lg.kernel, o);
   lg.parallel_extent.reset();  // the grid covers the iterations now
   const bool mma = lg.schedule == "contract" || lg.schedule == "conv_contract";
-  lg.schedule = mma ? "gpu_mma" : "gpu";
+  lg.schedule = mma ? "gpu_mma" : lg.schedule == "attention" ? "gpu_attention" : "gpu";
   return lg;
 }
 

@@ -17,12 +17,14 @@ namespace tessel {
 // statements (gpu_gemm); the parallel loop fuses the outer dims so that the
 // GPU schedule can flatten it.
 NestSchedule gpu_nest_schedule();
+// ... with Attention groups as attention statements (NestSchedule::gpu_attention).
+NestSchedule gpu_nest_schedule(bool attention);
 
 // The group's kernel with the GPU nest, math expanded and simplified, before
 // its mapping onto GPU axes. Throws what lower_group throws
 // (LoweringUnsupported, FusionRejected), and LoweringUnsupported when an
 // intrinsic has no expansion.
-LoweredGroup lower_group_gpu_nest(const FusionGroup& g, const OpRegistry& reg);
+LoweredGroup lower_group_gpu_nest(const FusionGroup& g, const OpRegistry& reg, bool attention = false);
 
 // lower_group_gpu_nest, then schedule_for_gpu.
 LoweredGroup lower_group_for_gpu(const FusionGroup& g, const OpRegistry& reg, const GpuScheduleOptions& o = {});

@@ -9,6 +9,11 @@
 //   s = Add(s, mask)                    (optional, either operand order)
 //   p = Softmax(s, axis = last)
 //   p = Cast(p, to its own type)        (optional, GPT-2's export has one)
+//
+// or, as --precision bf16/fp16 leaves it (lower_precision), the softmax in
+// f32 between two Casts: Cast(Softmax(Cast(s, to f32)), to the half type)
+// (with GPT-2's own Cast in between); the node then gets
+// softmax_precision = f32.
 //   y = MatMul(p, V)                                            [B, H, Sq, Dv]
 //
 // where Q' = Mul(Q, cq) and K' = Mul(K, ck) may carry the scale instead
@@ -16,8 +21,8 @@
 // Attention node gets scale = c * cq * ck (1 where none). Q, K, V must be
 // rank 4 with constant dims. Grouped-query heads expanded by the exporter
 // (Llama's Unsqueeze/Expand/Reshape) stay expanded: K and V are what the
-// products read. Not in the default pipeline until a GPU kernel takes the
-// node (docs/codegen_cuda.md); tests run it on the real transformer models.
+// products read. In the pipeline for the CUDA target's flash attention
+// (PassOptions::fuse_attention); tests run it on the real transformer models.
 #include <unordered_map>
 
 #include "tessel/passes/pass_manager.h"
@@ -65,6 +70,7 @@ Value* unscaled(Value* x, const Users& users, double* scale) {
 struct Match {
   Value *q = nullptr, *k = nullptr, *v = nullptr, *mask = nullptr;
   double scale = 1;
+  bool softmax_f32 = false;     // half scores, the softmax in f32
   std::vector<int64_t> k_perm;  // K = Transpose(k, k_perm)
   Node* out = nullptr;          // the MatMul with V
 };
@@ -76,14 +82,28 @@ std::optional<Match> match(Node& pv, const Users& users) {
   m.out = &pv;
   m.v = pv.inputs[1];
   const Value* p = pv.inputs[0];
-  if (const Node* cast = single_use(p, "Cast", users);
-      cast && cast->input(0) && cast->input(0)->type.dtype == p->type.dtype)
+  const DType half = p->type.dtype;
+  // Casts after the softmax: to its own type (GPT-2's export), and one from
+  // f32 to the half type (--precision), in either order.
+  for (const Node* cast; (cast = single_use(p, "Cast", users)) && cast->input(0);) {
+    const DType from = cast->input(0)->type.dtype, to = p->type.dtype;
+    const bool narrowing = !m.softmax_f32 && from == DType::F32 && to == half &&
+                           (half == DType::BF16 || half == DType::F16);
+    if (from != to && !narrowing) break;
+    m.softmax_f32 = m.softmax_f32 || narrowing;
     p = cast->input(0);
+  }
   const Node* softmax = single_use(p, "Softmax", users);
   if (!softmax || !rank4_const(p)) return std::nullopt;
   const int64_t axis = softmax->attr_int("axis", -1);
   if (axis != -1 && axis != 3) return std::nullopt;
   Value* s = softmax->inputs[0];
+  if (m.softmax_f32) {
+    // The widening Cast of the half scores.
+    const Node* widen = single_use(s, "Cast", users);
+    if (!widen || !widen->input(0) || widen->input(0)->type.dtype != half) return std::nullopt;
+    s = widen->inputs[0];
+  }
   if (const Node* add = single_use(s, "Add", users)) {
     // The scores are the operand that is a product; the other is the mask.
     for (int i = 0; i < 2; ++i) {
@@ -139,7 +159,9 @@ bool fuse_attention(Model& m) {
     }
     std::vector<Value*> in = {mt.q, k, mt.v};
     if (mt.mask) in.push_back(mt.mask);
-    Node* a = g.insert_node_before(mt.out, "Attention", in, 1, {{"scale", Attribute::of_float(static_cast<float>(mt.scale))}});
+    std::map<std::string, Attribute> attrs = {{"scale", Attribute::of_float(static_cast<float>(mt.scale))}};
+    if (mt.softmax_f32) attrs["softmax_precision"] = Attribute::of_int(1);  // TensorProto FLOAT
+    Node* a = g.insert_node_before(mt.out, "Attention", in, 1, attrs);
     a->outputs[0]->type = mt.out->outputs[0]->type;
     g.replace_all_uses(mt.out->outputs[0], a->outputs[0]);
     g.remove_node(mt.out);

@@ -62,7 +62,7 @@ class Pipeline {
 
 std::vector<std::string> pipeline_pass_names() {
   return {"bind_dims", "infer_shapes", "fold_constants", "dce", "cse", "infer_shapes", "lower_precision",
-          "sink_transposes", "conv_im2col", "gemm_weight_layout"};
+          "sink_transposes", "conv_im2col", "fuse_attention", "gemm_weight_layout"};
 }
 
 bool run_pipeline(Model& m, const PassOptions& o) {
@@ -119,6 +119,8 @@ bool run_pipeline(Model& m, const PassOptions& o) {
   // CUDA: convolutions whose implicit GEMM would gather per element read a
   // stored im2col instead (after precision: the weights are final).
   if (o.gpu) p.step("conv_im2col", [&] { return convs_to_im2col(m); });
+  // Attention written as separate ops -> one Attention node (the flash kernel's).
+  if (o.fuse_attention) p.step("fuse_attention", [&] { return fuse_attention(m); });
   // Last: folding would undo it (a Transpose of a constant).
   p.step("gemm_weight_layout", [&] { return relayout_gemm_weights(m); });
   return p.changed();

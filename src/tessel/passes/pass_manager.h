@@ -28,14 +28,17 @@ struct PassOptions {
   bool print_full_constants = false;     // print_after: all constants in full (else >16 elements elided)
   DType precision = DType::F32;          // bf16/f16: lower_precision runs (--precision)
   bool gpu = false;                      // the CUDA target: conv_im2col runs
+  // fuse_attention runs (the CUDA target's flash attention, TESSEL_CUDA_FLASH=1
+  // while it is being measured: driver/cuda_compiler.h).
+  bool fuse_attention = false;
 };
 
 // Runs the default pipeline. Returns true if anything changed.
 bool run_pipeline(Model& m, const PassOptions& o);
 // Names of the pipeline's steps in order (as accepted by disabled/print_after;
-// infer_shapes appears twice, bind_dims runs only when dims are given and
-// lower_precision only when the precision is not f32; gemm_weight_layout is
-// last).
+// infer_shapes appears twice, bind_dims runs only when dims are given,
+// lower_precision only when the precision is not f32, conv_im2col only for
+// the GPU, fuse_attention only when asked; gemm_weight_layout is last).
 std::vector<std::string> pipeline_pass_names();
 
 // Adds to `uses` every use of a value: inputs of the nodes of g and of its
@@ -52,7 +55,7 @@ bool relayout_gemm_weights(Model& m);                  // gemm_weight_layout.cpp
 bool convs_to_im2col(Model& m);                        // conv_im2col.cpp (CUDA target)
 bool sink_transposes(Model& m);                        // sink_transposes.cpp
 // Scaled dot-product attention as separate ops -> one ONNX Attention node
-// (fuse_attention.cpp; not in the default pipeline yet).
+// (fuse_attention.cpp; in the pipeline when PassOptions::fuse_attention).
 bool fuse_attention(Model& m);
 // Folds graph inputs that only steer shapes into constants of the given
 // values (bind_shape_inputs.cpp); run before the pipeline.

@@ -83,6 +83,9 @@ struct GpuScheduleOptions {
   // so the row's index arithmetic is shared and the CUDA emitter can store
   // them with one 16-byte store (docs/codegen_cuda.md). 1: one iteration.
   int64_t vector_bytes = 16;
+  // lower_group_for_gpu (lower/lower_gpu.h): Attention groups become one
+  // attention statement, which codegen/cuda writes as a flash attention.
+  bool attention = false;
 };
 
 loop::Kernel schedule_for_gpu(const loop::Kernel& k, const GpuScheduleOptions& o = {});
