@@ -14,10 +14,11 @@
 // nonpad_kv_seqlen, a mask shorter than the keys (the present and qk
 // outputs are groups of their own, which keep the composed form),
 // causal with fewer queries than keys, a consumer fused after the node
-// (FusionRejected: the node becomes a root of its own). A producer that
-// reduces (a projection GEMM the fusion put in the group) is rejected to a
-// kernel of its own; a producer's checks that use none of the statement's
-// variables go before it.
+// (FusionRejected: the node becomes a root of its own). Producers in the
+// group that compute (a projection's bias add, a scale, a GEMM) are rejected
+// likewise (computing_producer); movement producers stay, inlined into the
+// operands, and their checks that use none of the statement's variables go
+// before it.
 #include <cmath>
 
 #include "tessel/loop/visit.h"
@@ -59,10 +60,12 @@ std::string unsupported_attention(const Node& n) {
 
 }  // namespace
 
-// The nearest group member upstream of the attention's inputs that is a
-// contraction or a reduction (whose value each operand element would
-// recompute), or nullptr.
-const Node* GroupLowerer::reducing_producer(const Node& attention) const {
+// The nearest group member upstream of the attention's inputs that
+// computes (anything but movement: a projection's bias add, a scale, a
+// GEMM), or nullptr. As a kernel of its own (or in its GEMM's epilogue) it
+// is computed once instead of per operand element, and the kernel's
+// operands stay plain loads it can copy 16 bytes at a time.
+const Node* GroupLowerer::computing_producer(const Node& attention) const {
   std::vector<const Node*> todo = {&attention};
   std::set<const Node*> seen;
   while (!todo.empty()) {
@@ -72,7 +75,7 @@ const Node* GroupLowerer::reducing_producer(const Node& attention) const {
       const Node* p = v ? v->producer : nullptr;
       if (!p || !members_.count(p) || !seen.insert(p).second) continue;
       const OpSchema* s = reg_.find(p->domain, p->op);
-      if (s && (s->fusion == FusionKind::Contraction || s->fusion == FusionKind::Reduction)) return p;
+      if (!s || s->fusion != FusionKind::Injective) return p;
       todo.push_back(p);
     }
   }
@@ -106,6 +109,8 @@ std::optional<LoweredGroup> GroupLowerer::try_attention() {
   if (causal && sq != skv) return std::nullopt;  // the statement's bias takes j > i only
   if (a->has_input(3) && a->input(3)->type.shape->back().value() < skv) return std::nullopt;
 
+  if (const Node* p = computing_producer(*a))
+    throw FusionRejected(str_cat(p->describe(), ": computes inside an attention operand"), p);
   const std::string pre = fresh("a");
   const loop::AttentionVars names{pre + "_bh", pre + "_i", pre + "_j", pre + "_d", pre + "_e", pre + "_acc"};
   const Expr bh = loop::var(names.batch), i = loop::var(names.i), j = loop::var(names.j), dd = loop::var(names.d),
@@ -143,10 +148,7 @@ std::optional<LoweredGroup> GroupLowerer::try_attention() {
     bool outside = x->kind == loop::StmtKind::Assert;
     for (const std::string& name : {names.batch, names.i, names.j, names.d, names.e})
       outside = outside && !loop::mentions_var(x->value, name);
-    if (!outside) {
-      if (const Node* r = reducing_producer(*a)) throw FusionRejected(str_cat(r->describe(), ": reduces inside an attention operand"), r);
-      return std::nullopt;
-    }
+    if (!outside) return std::nullopt;
     before.push_back(x);
   }
   if (!levels_[0].allocs.empty()) return std::nullopt;

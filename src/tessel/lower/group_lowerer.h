@@ -60,7 +60,7 @@ class GroupLowerer {
   // nullopt unless the group's root is an Attention node the loop IR
   // attention statement takes.
   std::optional<LoweredGroup> try_attention();
-  const Node* reducing_producer(const Node& attention) const;
+  const Node* computing_producer(const Node& attention) const;
 
   Idx shape_of(const Value* v) {
     if (!v->type.has_shape()) throw LoweringUnsupported(str_cat("%", v->name, " has an unknown rank"));

@@ -130,6 +130,14 @@ LaunchGeometry emit_mma_gemm(const loop::StmtNode& contract, const MmaPlan& plan
 // emitted once and called per output (both GEMM kernels).
 void gemm_epilogue_lambda(const loop::ContractView& c, CodeSink& out);
 
+// The load of `operand` when it is just cast<f32>(load) of a `t` buffer.
+const loop::ExprNode* plain_load(const loop::Expr& operand, DType t);
+// Whether 16-byte loads of 8 elements consecutive in `vec` read `load`
+// exactly (mma_gemm.cpp has the rules), using no variable beyond vec and
+// `others`.
+bool vectorizable(const loop::ExprNode& load, const std::string& vec, const loop::Expr& vec_extent,
+                  const std::vector<std::string>& others);
+
 // Writes an attention statement (loop/ir.h) as the flash-attention kernel
 // of flash_attention.cpp and returns its launch geometry. Throws for head
 // sizes it does not take (constant multiples of 16 up to 256) and operands

@@ -132,22 +132,46 @@ class FlashWriter {
 
   // Shared tile `tile` <- rows [row0, row0 + rows) of `value` (its row
   // variable `row_var` up to `extent`, its column variable `col_var` over
-  // [0, width)), the value's bits as stored (bf16/f16), 0 past the extent.
-  // The indices are clamped into range so that every load is inside the
-  // buffer (the value is then discarded).
+  // [0, width)), the value's bits as stored (bf16/f16), 0 past the extent:
+  // 16 bytes at a time when the value is a plain load contiguous in the
+  // column (loads of a buffer or a view of one), else per element. The
+  // indices are clamped into range so that every load is inside the buffer
+  // (the value is then discarded).
   void load_tile(const char* tile, const Expr& value, const std::string& row_var, const char* row0,
                  const char* extent, const std::string& col_var, int width, int rows) {
+    const DType t = half_ == std::string("bf16") ? DType::BF16 : DType::F16;
+    if (const loop::ExprNode* load = plain_load(value, t);
+        load && vectorizable(*load, col_var, Expr(width), {a_.batch, row_var})) {
+      // 16 bytes (8 consecutive columns) a load and a store.
+      const int per_row = width / 8;
+      line(str_cat("for (int ts_e = ts_tid; ts_e < ", rows * per_row, "; ts_e += ", kThreads, ") {"));
+      out_.indent(1);
+      line(str_cat("const int ts_r = ts_e / ", per_row, ", ts_c = ts_e % ", per_row, " * 8;"));
+      row_indices(row_var, row0, extent, col_var);
+      line(str_cat("const ts_u4 ts_v = *(const ts_u4*)&", buffer_name(load->buffer->name), "[",
+                   out_.expr().flat_index(*load->buffer, load->args), "];"));
+      line(str_cat("*(ts_u4*)&", tile, "[ts_r][ts_c] = ts_at < ", extent, " ? ts_v : ts_u4{0u, 0u, 0u, 0u};"));
+      out_.indent(-1);
+      line("}");
+      return;
+    }
     line(str_cat("for (int ts_e = ts_tid; ts_e < ", rows * width, "; ts_e += ", kThreads, ") {"));
     out_.indent(1);
     line(str_cat("const int ts_r = ts_e / ", width, ", ts_c = ts_e % ", width, ";"));
-    line(str_cat("const long long ts_at = ", row0, " + ts_r;"));
-    line(str_cat("const long long ", var_name(a_.batch), " = ts_bh;"));
-    line(str_cat("const long long ", var_name(row_var), " = ts_at < ", extent, " ? ts_at : ", extent, " - 1;"));
-    line(str_cat("const long long ", var_name(col_var), " = ts_c;"));
+    row_indices(row_var, row0, extent, col_var);
     line(str_cat("const float ts_v = ts_at < ", extent, " ? ", out_.expr().emit(value), " : 0.0f;"));
     line(str_cat(tile, "[ts_r][ts_c] = ", half_ == std::string("bf16") ? "ts_f2bf(ts_v)" : "ts_f2h(ts_v)", ";"));
     out_.indent(-1);
     line("}");
+  }
+
+  // The operand's variables at tile element (ts_r, ts_c): the batch entry,
+  // the row clamped into range (ts_at unclamped), the column.
+  void row_indices(const std::string& row_var, const char* row0, const char* extent, const std::string& col_var) {
+    line(str_cat("const long long ts_at = ", row0, " + ts_r;"));
+    line(str_cat("const long long ", var_name(a_.batch), " = ts_bh;"));
+    line(str_cat("const long long ", var_name(row_var), " = ts_at < ", extent, " ? ts_at : ", extent, " - 1;"));
+    line(str_cat("const long long ", var_name(col_var), " = ts_c;"));
   }
 
   // S = Q K^T for the warp's 16 rows and the tile's 64 keys, scaled, biased

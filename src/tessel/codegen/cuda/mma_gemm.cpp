@@ -170,13 +170,6 @@ MmaTiles tiles_for(int64_t batch, int64_t m, int64_t n, int64_t k, MmaPrecision 
   return t;
 }
 
-// The load of `operand` when it is just cast<f32>(load) of a `t` buffer.
-const loop::ExprNode* plain_load(const Expr& operand, DType t) {
-  if (operand->kind != ExprKind::Cast || operand->dtype != DType::F32) return nullptr;
-  const Expr& x = operand->args[0];
-  return x->kind == ExprKind::Load && x->buffer->dtype == t ? x.node.get() : nullptr;
-}
-
 // The flat (row-major) element index of `load`, simplified; nullopt when
 // the buffer's shape is not constant (a symbolic leading dim too: the
 // vector operand loads were written and measured for constant shapes).
@@ -193,6 +186,17 @@ std::optional<Expr> flat_index_of(const loop::ExprNode& load) {
 std::optional<loop::Affine> flat_affine(const loop::ExprNode& load) {
   const std::optional<Expr> flat = flat_index_of(load);
   return flat ? loop::affine_form(*flat) : std::nullopt;
+}
+
+}  // namespace
+
+namespace detail {
+
+// The load of `operand` when it is just cast<f32>(load) of a `t` buffer.
+const loop::ExprNode* plain_load(const Expr& operand, DType t) {
+  if (operand->kind != ExprKind::Cast || operand->dtype != DType::F32) return nullptr;
+  const Expr& x = operand->args[0];
+  return x->kind == ExprKind::Load && x->buffer->dtype == t ? x.node.get() : nullptr;
 }
 
 // Whether 16-byte loads of 8 elements consecutive in `vec` read `load`
@@ -215,7 +219,10 @@ bool vectorizable(const loop::ExprNode& load, const std::string& vec, const Expr
   return known_vars;
 }
 
-}  // namespace
+}  // namespace detail
+
+using detail::plain_load;
+using detail::vectorizable;
 
 // The accumulator tile as floats, rows padded by 8 (float2 stores of a
 // warp's 8 rows at strides of 8 mod 32 words: distinct banks per half warp).
