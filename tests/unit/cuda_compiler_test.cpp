@@ -55,6 +55,34 @@ TEST(CudaCompiler, LowersEveryGroupButTheOnesWithoutAKernel) {
   EXPECT_LE(c.unique_kernels.size(), c.lowered.size());
 }
 
+// With TESSEL_CUDA_FLASH=1 a bf16 Attention node becomes the flash kernel
+// when its head size is a multiple of 16, and keeps the composed lowering
+// (still a GPU kernel, nothing on the interpreter) when the kernel refuses
+// it; without the variable it is always the composed one.
+TEST(CudaCompiler, FlashAttentionWhereTheKernelTakesIt) {
+  const auto schedules = [](int64_t d) {
+    Model m;
+    m.opsets[""] = 23;
+    GraphBuilder b(m);
+    std::vector<Value*> qkv;
+    for (const char* n : {"q", "k", "v"}) qkv.push_back(b.input(n, DType::BF16, {Dim(1), Dim(2), Dim(40), Dim(d)}));
+    b.output(b.op("Attention", qkv));
+    run_pipeline(m, PassOptions{});
+    std::set<std::string> out;
+    const CompiledModel c = lower_for_cuda(m);
+    for (const LoweredGroup& lg : c.lowered) out.insert(lg.schedule);
+    for (const FusionGroup& g : c.plan.groups) EXPECT_TRUE(g.compiled) << g.root->op;
+    return out;
+  };
+  ::setenv("TESSEL_CUDA_FLASH", "1", 1);
+  EXPECT_TRUE(cuda_flash_attention());
+  EXPECT_EQ(schedules(32), std::set<std::string>{"gpu_attention"});
+  EXPECT_EQ(schedules(8), std::set<std::string>{"gpu"});  // head size 8: the composed lowering
+  ::unsetenv("TESSEL_CUDA_FLASH");
+  EXPECT_FALSE(cuda_flash_attention());
+  EXPECT_EQ(schedules(32), std::set<std::string>{"gpu"});
+}
+
 TEST(CudaCompiler, CompilesOneCubinAndCachesIt) {
   std::string why;
   if (!cuda::nvrtc_available(&why)) GTEST_SKIP() << "NVRTC not available: " << why;
