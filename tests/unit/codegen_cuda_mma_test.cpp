@@ -18,6 +18,7 @@
 #include "tessel/codegen/cuda/emitter.h"
 #include "tessel/codegen/cuda/mma_gemm.h"
 #include "tessel/codegen/cuda/nvrtc.h"
+#include "tessel/codegen/cuda/tensor_map.h"
 #include "tessel/ir/builder.h"
 #include "tessel/loop/printer.h"
 #include "tessel/loop/visit.h"
@@ -439,6 +440,27 @@ TEST(MmaNvrtc, WgmmaCompilesForHopper) {
                            "fence.proxy.async.shared::cta", "cp.async.cg.shared.global"})
     EXPECT_NE(ptx.find(insn), std::string::npos) << insn;
   EXPECT_EQ(ptx.find(".local"), std::string::npos);
+}
+
+// Tensor maps built for a launch refuse what TMA cannot address with one
+// clear error before the driver sees it: a dim past 2^32 elements, a spec
+// naming a missing parameter.
+TEST(MmaEmit, TensorMapsRefuseHostileSizes) {
+  TensorMapSpec t;
+  t.param = 0;
+  t.dims = {loop::var("n"), loop::Expr(64)};
+  t.strides = {128};
+  t.box = {64, 128};
+  const auto message = [&](const std::vector<uint64_t>& params, int64_t n) {
+    try {
+      encode_tensor_maps({t}, params, {{"n", n}}, "k");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message({4096}, int64_t{1} << 33).find("over TMA's 2^32"), std::string::npos);
+  EXPECT_NE(message({}, 64).find("names parameter 0"), std::string::npos);
 }
 
 // The TMA kernel compiles for sm_90a without spills or local memory, with
