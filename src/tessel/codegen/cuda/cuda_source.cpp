@@ -5,6 +5,7 @@
 #include <cctype>
 #include <climits>
 #include <cmath>
+#include <functional>
 #include <optional>
 #include <set>
 
@@ -422,28 +423,28 @@ class KernelWriter final : public CodeSink {
     ex_.add_buffer(&b, std::move(strides));
   }
 
-  // The flash-attention kernel (flash_attention.cpp), like contract().
-  void attention(const StmtNode& s) {
-    TS_CHECK(serial_loops_ == 0 && if_depth_ == 0 && !in_epilogue_, "cuda codegen: the attention statement of ",
-             k_.name, " is inside a loop or an if");
+  // A statement that is the kernel (a contract: a tensor-core GEMM; an
+  // attention: flash attention) written by `emit`, which sets the launch.
+  // Its emitter declares variables of its own; the syms stay bounded.
+  void own_kernel(const char* what, const std::function<LaunchGeometry()>& emit) {
+    TS_CHECK(serial_loops_ == 0 && if_depth_ == 0 && !in_epilogue_, "cuda codegen: the ", what, " statement of ",
+             k_.name, " is inside a loop or an if (schedule_for_gpu leaves it at the top level)");
     in_epilogue_ = true;
     loop::Bounds outer = ex_.take_bounds();
     ex_.restore_bounds(sym_bounds_);
-    launch_ = emit_flash_attention(s, *this);
+    launch_ = emit();
     ex_.restore_bounds(std::move(outer));
     in_epilogue_ = false;
   }
 
+  void attention(const StmtNode& s) {
+    own_kernel("attention", [&] { return emit_flash_attention(s, *this); });
+  }
+
   void contract(const StmtNode& s) {
-    TS_CHECK(serial_loops_ == 0 && if_depth_ == 0 && !in_epilogue_, "cuda codegen: the contract statement of ",
-             k_.name, " is inside a loop or an if (schedule_for_gpu leaves it at the top level)");
-    in_epilogue_ = true;
-    // The GEMM emitter declares variables of its own; the syms stay bounded.
-    loop::Bounds outer = ex_.take_bounds();
-    ex_.restore_bounds(sym_bounds_);
-    launch_ = mma_->tma ? emit_tma_gemm(s, *mma_, *this, &tensor_maps_) : emit_mma_gemm(s, *mma_, syms_, *this);
-    ex_.restore_bounds(std::move(outer));
-    in_epilogue_ = false;
+    own_kernel("contract", [&] {
+      return mma_->tma ? emit_tma_gemm(s, *mma_, *this, &tensor_maps_) : emit_mma_gemm(s, *mma_, syms_, *this);
+    });
   }
 
   // gpu.lanes: thread t of the block's T threads (the gpu.thread.x extent)

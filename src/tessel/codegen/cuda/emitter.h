@@ -1,6 +1,7 @@
 // Internals of the CUDA C++ emitter (cuda_source.h); not a public interface.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -126,9 +127,20 @@ const std::string& wgmma_prelude();
 LaunchGeometry emit_mma_gemm(const loop::StmtNode& contract, const MmaPlan& plan,
                              const std::set<std::string>& syms, CodeSink& out);
 
-// The contract's epilogue as the lambda ts_epilogue(batch, i, j, acc),
-// emitted once and called per output (both GEMM kernels).
-void gemm_epilogue_lambda(const loop::ContractView& c, CodeSink& out);
+// An epilogue statement as the lambda ts_epilogue(batch, row, col, acc),
+// emitted once and called per output element (the GEMM kernels, flash
+// attention): the names it binds and the extents that bound them.
+struct EpilogueVars {
+  const std::string &batch, &row, &col, &acc;
+  const loop::Expr &batch_extent, &rows, &cols;
+};
+void epilogue_lambda(const EpilogueVars& v, const loop::Stmt& epilogue, CodeSink& out);
+// The contract's (batch, i, j, acc).
+EpilogueVars contract_epilogue_vars(const loop::ContractView& c);
+
+// Nested `#pragma unroll` loops `for (int v = 0; v < n; ++v)` around body().
+void unrolled_loops(CodeSink& out, const std::vector<std::pair<const char*, int>>& loops,
+                    const std::function<void()>& body);
 
 // The load of `operand` when it is just cast<f32>(load) of a `t` buffer.
 const loop::ExprNode* plain_load(const loop::Expr& operand, DType t);

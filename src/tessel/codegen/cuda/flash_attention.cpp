@@ -104,30 +104,27 @@ class FlashWriter {
     line("}");
   }
 
+  // Its grid, block and dynamic shared memory (the three tiles).
+  LaunchGeometry launch() const {
+    LaunchGeometry g;
+    g.grid[0] = loop::simplify(loop::floordiv(a_.m + Expr(kRows - 1), Expr(kRows)));
+    g.grid[1] = loop::simplify(loop::min(a_.batch_extent, Expr(65535)));
+    g.block[0] = Expr(kThreads);
+    g.shared_bytes = static_cast<unsigned>((int64_t{kRows + kKeys} * (d_ + 8) + int64_t{kKeys} * (e_ + 8)) * 2);
+    return g;
+  }
+
  private:
   void line(const std::string& s) { out_.line(s); }
 
-  void loop(const char* v, int n, const std::function<void()>& body) {
-    line("#pragma unroll");
-    line(str_cat("for (int ", v, " = 0; ", v, " < ", n, "; ++", v, ") {"));
-    out_.indent(1);
-    body();
-    out_.indent(-1);
-    line("}");
-  }
+  void loop(const char* v, int n, const std::function<void()>& body) { unrolled_loops(out_, {{v, n}}, body); }
 
   // ts_bias(batch, i, j) and ts_epilogue(batch, i, e, acc): the statement's
   // bias and epilogue, each emitted once.
   void lambdas() {
-    const std::string b = var_name(a_.batch);
-    line(str_cat("auto ts_bias = [&](const long long ", b, ", const long long ", var_name(a_.i), ", const long long ",
-                 var_name(a_.j), ") -> float { return ", out_.expr().emit(a_.bias), "; };"));
-    line(str_cat("auto ts_epilogue = [&](const long long ", b, ", const long long ", var_name(a_.i),
-                 ", const long long ", var_name(a_.e), ", const float ", var_name(a_.acc), ") {"));
-    out_.indent(1);
-    out_.stmt(a_.epilogue);
-    out_.indent(-1);
-    line("};");
+    line(str_cat("auto ts_bias = [&](const long long ", var_name(a_.batch), ", const long long ", var_name(a_.i),
+                 ", const long long ", var_name(a_.j), ") -> float { return ", out_.expr().emit(a_.bias), "; };"));
+    epilogue_lambda({a_.batch, a_.i, a_.e, a_.acc, a_.batch_extent, a_.m, a_.e_extent}, a_.epilogue, out_);
   }
 
   // Shared tile `tile` <- rows [row0, row0 + rows) of `value` (its row
@@ -266,6 +263,7 @@ class FlashWriter {
     line("}");
   }
 
+ private:
   loop::AttentionView a_;
   CodeSink& out_;
   int d_ = 0, e_ = 0;
@@ -277,16 +275,7 @@ class FlashWriter {
 LaunchGeometry emit_flash_attention(const loop::StmtNode& s, CodeSink& out) {
   FlashWriter w(s, out);
   w.write();
-  const loop::AttentionView a = loop::attention_parts(s);
-  int64_t d = 0, e = 0;
-  loop::as_const_int(loop::simplify(a.d_extent), &d);
-  loop::as_const_int(loop::simplify(a.e_extent), &e);
-  LaunchGeometry g;
-  g.grid[0] = loop::simplify(loop::floordiv(a.m + Expr(kRows - 1), Expr(kRows)));
-  g.grid[1] = loop::simplify(loop::min(a.batch_extent, Expr(65535)));
-  g.block[0] = Expr(kThreads);
-  g.shared_bytes = static_cast<unsigned>((int64_t{kRows + kKeys} * (d + 8) + int64_t{kKeys} * (e + 8)) * 2);
-  return g;
+  return w.launch();
 }
 
 }  // namespace tessel::cuda::detail

@@ -595,7 +595,7 @@ class MmaWriter {
     line(str_cat("const int ts_wm = ts_warp / ", t_.warps_n, ", ts_wn = ts_warp % ", t_.warps_n,
                  ", ts_g = ts_lane >> 2, ts_t = ts_lane & 3;"));
     line(str_cat("const long long ts_n0 = (long long)blockIdx.x * ", t_.bn, "ll;"));
-    epilogue_function();
+    epilogue_lambda(contract_epilogue_vars(c_), c_.epilogue, out_);
     line("for (long long ts_my = blockIdx.y; ts_my < ts_tiles_m * ts_B; ts_my += gridDim.y) {");
     out_.indent(1);
     line(str_cat("const long long ", var_name(c_.batch), " = ts_my / ts_tiles_m;"));
@@ -726,21 +726,9 @@ class MmaWriter {
 
   void line(const std::string& s) { out_.line(s); }
 
-  // Nested `#pragma unroll` loops over constant extents around body().
   void loop_nest(const std::vector<std::pair<const char*, int>>& loops, const std::function<void()>& body) {
-    for (const auto& [v, n] : loops) {
-      line("#pragma unroll");
-      line(str_cat("for (int ", v, " = 0; ", v, " < ", n, "; ++", v, ") {"));
-      out_.indent(1);
-    }
-    body();
-    for (size_t i = 0; i < loops.size(); ++i) {
-      out_.indent(-1);
-      line("}");
-    }
+    unrolled_loops(out_, loops, body);
   }
-
-  void epilogue_function() { gemm_epilogue_lambda(c_, out_); }
 
   // Element (row r, unit u) of this thread's q-th unit of a tile with `rows`
   // rows, consecutive threads along k (k_major) or along the rows.
@@ -1129,26 +1117,44 @@ class MmaWriter {
 
 }  // namespace
 
-// The epilogue as a lambda of (batch, i, j, acc): emitted once, called per
-// accumulator; an assert's `return` leaves only that element's epilogue.
-void gemm_epilogue_lambda(const loop::ContractView& c, CodeSink& out) {
-  out.line(str_cat("auto ts_epilogue = [&](const long long ", var_name(c.batch), ", const long long ", var_name(c.i),
-                   ", const long long ", var_name(c.j), ", const float ", var_name(c.acc), ") {"));
+// The lambda runs only for batch < B, row < M, col < N: with constant
+// extents its index arithmetic can be 32-bit (the ExprEmitter's note). An
+// assert's `return` leaves only that element's epilogue.
+void epilogue_lambda(const EpilogueVars& v, const loop::Stmt& epilogue, CodeSink& out) {
+  out.line(str_cat("auto ts_epilogue = [&](const long long ", var_name(v.batch), ", const long long ",
+                   var_name(v.row), ", const long long ", var_name(v.col), ", const float ", var_name(v.acc), ") {"));
   out.indent(1);
   {
-    // The lambda runs only for batch < B, i < M, j < N: with constant
-    // extents its index arithmetic can be 32-bit (the ExprEmitter's note).
     ExprEmitter& ex = out.expr();
     const auto below = [&](const Expr& extent) -> std::optional<loop::Interval> {
       const std::optional<loop::Interval> e = ex.bounds(extent);
       if (!e || e->hi < 1) return std::nullopt;
       return loop::Interval{0, e->hi - 1};
     };
-    ExprEmitter::Scope batch(ex, c.batch, below(c.batch_extent)), i(ex, c.i, below(c.m)), j(ex, c.j, below(c.n));
-    out.stmt(c.epilogue);
+    ExprEmitter::Scope batch(ex, v.batch, below(v.batch_extent)), row(ex, v.row, below(v.rows)),
+        col(ex, v.col, below(v.cols));
+    out.stmt(epilogue);
   }
   out.indent(-1);
   out.line("};");
+}
+
+EpilogueVars contract_epilogue_vars(const loop::ContractView& c) {
+  return {c.batch, c.i, c.j, c.acc, c.batch_extent, c.m, c.n};
+}
+
+void unrolled_loops(CodeSink& out, const std::vector<std::pair<const char*, int>>& loops,
+                    const std::function<void()>& body) {
+  for (const auto& [v, n] : loops) {
+    out.line("#pragma unroll");
+    out.line(str_cat("for (int ", v, " = 0; ", v, " < ", n, "; ++", v, ") {"));
+    out.indent(1);
+  }
+  body();
+  for (size_t i = 0; i < loops.size(); ++i) {
+    out.indent(-1);
+    out.line("}");
+  }
 }
 
 namespace {

@@ -125,7 +125,7 @@ class TmaGemmWriter {
     line(str_cat("const unsigned ts_full = ts_sm_addr + ", bar_start_, "u, ts_empty = ts_full + ", S * 8, "u;"));
     tile_order();
     line("const int ts_tid = (int)threadIdx.x;");
-    epilogue_function();
+    epilogue_lambda(contract_epilogue_vars(c_), c_.epilogue, out_);
     line("if (ts_tid == 0) {");
     out_.indent(1);
     line(str_cat("for (int ts_s = 0; ts_s < ", S, "; ++ts_s) {"));
@@ -171,8 +171,6 @@ class TmaGemmWriter {
     out_.indent(-1);
     line("};");
   }
-
-  void epilogue_function() { gemm_epilogue_lambda(c_, out_); }
 
   // One TMA copy of `map` into shared offset `dst` at (inner, outer[, batch]).
   std::string copy(const TmaOperand& op, const char* map, const std::string& dst, const std::string& inner,
