@@ -19,24 +19,33 @@ bool cuda_flash_attention() {
   return env && std::string(env) == "1";
 }
 
+namespace {
+
+// Why codegen/cuda cannot take `k` (empty: it can).
+std::string cuda_refusal(const loop::Kernel& k) {
+  try {
+    loop::verify(k, loop::Target::Cuda);
+    cuda::emit_cuda_source({k});
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
 LoweredGroup lower_group_ready_for_gpu(const FusionGroup& g, const OpRegistry& reg) {
   GpuScheduleOptions o;
   o.attention = cuda_flash_attention();
   LoweredGroup lg = lower_group_for_gpu(g, reg, o);
-  if (lg.schedule == "gpu_attention") {
-    try {
-      cuda::emit_cuda_source({lg.kernel});
-    } catch (const Error&) {
-      o.attention = false;  // the composed form instead
-      lg = lower_group_for_gpu(g, reg, o);
-    }
+  std::string why = cuda_refusal(lg.kernel);
+  if (!why.empty() && lg.schedule == "gpu_attention") {
+    o.attention = false;  // the flash kernel refuses it: the composed form instead
+    lg = lower_group_for_gpu(g, reg, o);
+    why = cuda_refusal(lg.kernel);
   }
-  try {
-    loop::verify(lg.kernel, loop::Target::Cuda);
-    cuda::emit_cuda_source({lg.kernel});  // what the emitter refuses runs on the interpreter
-  } catch (const Error& e) {
-    throw LoweringUnsupported(str_cat(g.root->describe(), ": no CUDA kernel: ", e.what()));
-  }
+  // What the emitter refuses runs on the interpreter.
+  if (!why.empty()) throw LoweringUnsupported(str_cat(g.root->describe(), ": no CUDA kernel: ", why));
   return lg;
 }
 
