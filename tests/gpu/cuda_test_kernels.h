@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <random>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "tessel/ir/builder.h"
 #include "tessel/ir/graph.h"
 #include "tessel/ir/tensor.h"
+#include "tessel/loop/intrinsics.h"
 #include "tessel/loop/eval.h"
 #include "tessel/loop/ir.h"
 #include "tessel/loop/parser.h"
@@ -394,9 +396,24 @@ inline std::string compare_outputs(const loop::Kernel& k, const HostBuffers& got
   return "";
 }
 
+// Whether `k` calls a function of CUDA's math library (a few ulp from the
+// evaluator's correctly rounded long double ones, loop/intrinsics.h).
+inline bool has_native_math(const loop::Kernel& k) {
+  const std::set<std::string> native = loop::cuda_native_intrinsics();
+  bool found = false;
+  loop::visit_stmt(k.body, [](const loop::Stmt&) {}, [&](const loop::Expr& root) {
+    loop::visit_expr(root, [&](const loop::Expr& e) {
+      found = found || (e->kind == loop::ExprKind::Call && native.count(e->name));
+    });
+  });
+  return found;
+}
+
 // The tolerance tests compare `k`'s GPU results with: 1e-5 (f32, relative
-// to the row's magnitude) when it has a reordered reduction, else 0
-// (bitwise).
-inline double lanes_tolerance(const loop::Kernel& k) { return has_reordered_reduction(k) ? 1e-5 : 0; }
+// to the row's magnitude) when it has a reordered reduction or calls CUDA's
+// math library, else 0 (bitwise).
+inline double lanes_tolerance(const loop::Kernel& k) {
+  return has_reordered_reduction(k) || has_native_math(k) ? 1e-5 : 0;
+}
 
 }  // namespace tessel::cuda_testing

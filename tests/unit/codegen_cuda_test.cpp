@@ -12,6 +12,7 @@
 #include "cuda_test_util.h"
 #include "tessel/codegen/cuda/cuda_source.h"
 #include "tessel/codegen/cuda/nvrtc.h"
+#include "tessel/loop/math_expand.h"
 #include "tessel/loop/printer.h"
 #include "tessel/support/cache_file.h"
 #include "tessel/support/sha256.h"
@@ -109,7 +110,7 @@ TEST(CudaSource, RejectsWhatItCannotRun) {
   expect_rejected("kernel k(out %o: f32[4]) {\n  parallel for i in [0, 4) {\n    o[i] = 1.0f32\n  }\n}\n",
                   "parallel loop");
   expect_rejected("kernel k(in %x: f32[4], out %o: f32[4]) {\n  gpu.thread.x for i in [0, 4) {\n"
-                  "    o[i] = exp(x[i])\n  }\n}\n",
+                  "    o[i] = pow(x[i], x[i])\n  }\n}\n",
                   "run math expansion first");
   expect_rejected("kernel k(out %o: f32[4, 4]) {\n  for j in [0, 4) {\n  gpu.thread.x for i in [0, 4) {\n"
                   "    o[j, i] = 1.0f32\n  }\n  }\n}\n",
@@ -120,6 +121,24 @@ TEST(CudaSource, RejectsWhatItCannotRun) {
   expect_rejected("kernel k(out %o: f32[4, 4]) {\n  gpu.block.x for j in [0, 4) {\n  gpu.thread.x for i in [0, j + 1) {\n"
                   "    o[j, i] = 1.0f32\n  }\n  }\n}\n",
                   "launch extents may use only the kernel's syms");
+}
+
+// Transcendentals CUDA's math library has stay calls through the GPU
+// lowering and become its functions (f32 and f64 by name, bf16 through f32
+// between roundings); pow keeps its expansion (correctly rounded, powf is 4 ulp).
+TEST(CudaSource, TranscendentalsUseCudasMathLibrary) {
+  const loop::Kernel k = loop::expand_math(
+      loop::parse_kernel("kernel k(in %x: f32[4], in %d: f64[4], in %h: bf16[4], out %o: f32[4], out %p: f64[4], "
+                         "out %q: bf16[4], out %r: f32[4]) {\n"
+                         "  gpu.thread.x for i in [0, 4) {\n    o[i] = erf(x[i])\n    p[i] = sigmoid(d[i])\n"
+                         "    q[i] = tanh(h[i])\n    r[i] = pow(x[i], x[i])\n  }\n}\n"),
+      loop::cuda_native_intrinsics());
+  const std::string code = emit_cuda_source({k}).code;
+  EXPECT_NE(code.find("= erff(b_x["), std::string::npos) << code;
+  EXPECT_NE(code.find("= ts_sigmoid(b_d["), std::string::npos) << code;
+  EXPECT_NE(code.find("ts_bf(tanhf("), std::string::npos) << code;
+  EXPECT_EQ(code.find("powf"), std::string::npos) << code;
+  EXPECT_EQ(code.find("erf(b"), std::string::npos) << code;
 }
 
 // Found on the H200: the evaluator rounds an immediate to its type before use.

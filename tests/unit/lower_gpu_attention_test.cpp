@@ -184,6 +184,47 @@ TEST(LowerGpuAttention, ConsumersAreSplitOff) {
   EXPECT_GE(r.lowered.size(), 2u);
 }
 
+// The views of an exported model around the attention (heads split out of
+// [B, S, H * D] by Reshape + Transpose, the grouped-query heads repeated by
+// Unsqueeze + Expand + Reshape) fold back into plain sums: the operand
+// indices divide nothing but the statement's batch variable into its digits
+// (batch, head), so the kernel copies operands without 64-bit divisions.
+TEST(LowerGpuAttention, OperandViewsFoldToPlainIndices) {
+  Model m;
+  m.opsets[""] = 23;
+  GraphBuilder b(m);
+  const int64_t B = 2, S = 12, H = 4, Hkv = 2, D = 8;
+  const auto heads = [&](const char* name, int64_t h) {  // [B, S, h * D] -> [B, h, S, D]
+    Value* x = b.op("Reshape", {b.input(name, DType::F32, {Dim(B), Dim(S), Dim(h * D)}), b.const_i64({B, S, h, D})});
+    return b.op("Transpose", {x}, {{"perm", Attribute::of_ints({0, 2, 1, 3})}});
+  };
+  const auto repeat = [&](Value* x) {  // [B, Hkv, S, D] -> [B, H, S, D]
+    Value* u = b.op("Unsqueeze", {x, b.const_i64({2})});
+    Value* e = b.op("Expand", {u, b.const_i64({B, Hkv, H / Hkv, S, D})});
+    return b.op("Reshape", {e, b.const_i64({B, H, S, D})});
+  };
+  b.output(b.op("Attention", {heads("q", H), repeat(heads("k", Hkv)), repeat(heads("v", Hkv))}, {}));
+  const testing::PlanRun r = expect_attention_lowering(m, 1);
+  for (const LoweredGroup& lg : r.lowered) {
+    loop::visit_stmt(lg.kernel.body, [&](const loop::Stmt& s) {
+      if (s->kind != loop::StmtKind::Attention) return;
+      const loop::AttentionView a = loop::attention_parts(*s);
+      const auto batch_var = [&](const loop::Expr& x) { return x->kind == loop::ExprKind::Var && x->name == a.batch; };
+      for (const loop::Expr* operand : {&a.q, &a.k, &a.v}) {
+        loop::visit_expr(*operand, [&](const loop::Expr& e) {
+          if (e->kind != loop::ExprKind::Binary ||
+              (e->binary != loop::BinaryOp::FloorDiv && e->binary != loop::BinaryOp::FloorMod))
+            return;
+          // bh's digits: floordiv(bh, H), floormod(bh, H), floordiv(floormod(bh, H), H / Hkv).
+          const loop::Expr& x = e->args[0];
+          EXPECT_TRUE(batch_var(x) || (x->kind == loop::ExprKind::Binary && batch_var(x->args[0])))
+              << loop::print(*operand);
+        });
+      }
+    }, [](const loop::Expr&) {});
+  }
+}
+
 // The exported form at --precision bf16 (the pipeline's casts around an f32
 // softmax, GPT-2's own Cast after it): fuse_attention makes one node, which
 // lowers to the statement.

@@ -183,6 +183,26 @@ std::optional<Expr> div_mod_in_range(const Expr& e, const Bounds& bounds) {
   return affine_expr(e->binary == BinaryOp::FloorDiv ? q : r, e.dtype());
 }
 
+// For positive constants a and b (floor division):
+//   floordiv(floordiv(y, a), b) = floordiv(y, a * b), one division fewer;
+//   floormod(floordiv(y, a), b) = floordiv(floormod(y, a * b), a), taken
+//   where floormod(y, a * b) resolves (a grouped-query head split out of a
+//   flattened [batch, head] index).
+std::optional<Expr> nested_div(const Expr& e, const Bounds& bounds) {
+  const Expr &x = e->args[0], &bv = e->args[1];
+  if (x->kind != ExprKind::Binary || x->binary != BinaryOp::FloorDiv || bv->kind != ExprKind::IntImm ||
+      bv->int_value <= 0 || x->args[1]->kind != ExprKind::IntImm || x->args[1]->int_value <= 0)
+    return std::nullopt;
+  int64_t ab = 0;
+  if (__builtin_mul_overflow(x->args[1]->int_value, bv->int_value, &ab)) return std::nullopt;
+  const Expr &y = x->args[0], &a = x->args[1];
+  const Expr whole = int_imm(e.dtype(), ab);
+  if (e->binary == BinaryOp::FloorDiv) return fold_affine(floordiv(y, whole), bounds);
+  const Expr r = fold_affine(floormod(y, whole), bounds);
+  if (r->kind == ExprKind::Binary && r->binary == BinaryOp::FloorMod) return std::nullopt;
+  return fold_affine(floordiv(r, a), bounds);
+}
+
 }  // namespace
 
 Expr fold_affine(const Expr& e, const Bounds& bounds) {
@@ -194,6 +214,7 @@ Expr fold_affine(const Expr& e, const Bounds& bounds) {
     if (op == BinaryOp::FloorDiv || op == BinaryOp::FloorMod) {
       const Expr inner = with_args(e, {fold_affine(e->args[0], bounds), e->args[1]});
       if (std::optional<Expr> r = div_mod_in_range(inner, bounds)) return *r;
+      if (std::optional<Expr> r = nested_div(inner, bounds)) return *r;
       return inner;
     }
   }

@@ -75,7 +75,7 @@ class Names {
 // Collects let bindings while expanding the calls of one statement.
 class Builder {
  public:
-  explicit Builder(Names& names) : names_(names) {}
+  Builder(Names& names, const std::set<std::string>& native) : names_(names), native_(native) {}
 
   Expr share(const Expr& e) {
     if (e->kind == ExprKind::Var || e->kind == ExprKind::IntImm || e->kind == ExprKind::FloatImm) return e;
@@ -101,6 +101,7 @@ class Builder {
 
  private:
   Names& names_;
+  const std::set<std::string>& native_;
   std::vector<std::pair<std::string, Expr>> lets_;
 };
 
@@ -411,40 +412,41 @@ Expr Builder::expand(const Expr& e) {
   const DType t = cur->dtype;
   TS_CHECK(t == DType::F32 || t == DType::F64 || t == DType::F16 || t == DType::BF16,
            "math_expand: ", cur->name, " of ", dtype_name(t));
-  if (t == DType::F32 || t == DType::F64) return Math(*this, t).call_named(cur->name, cur->args);
+  const bool native = native_.count(cur->name) != 0;
+  if (t == DType::F32 || t == DType::F64) return native ? cur : Math(*this, t).call_named(cur->name, cur->args);
   std::vector<Expr> wide;
   for (const Expr& a : cur->args) wide.push_back(share(cast(DType::F32, a)));
-  return cast(t, Math(*this, DType::F32).call_named(cur->name, wide));
+  return cast(t, native ? call(cur->name, DType::F32, wide) : Math(*this, DType::F32).call_named(cur->name, wide));
 }
 
-Stmt expand_stmt(const Stmt& s, Names& names) {
+Stmt expand_stmt(const Stmt& s, Names& names, const std::set<std::string>& native) {
   if (s->kind == StmtKind::Contract || s->kind == StmtKind::Attention) {
     return map_stmt(
         s,
         [&](const Expr& e) {
-          Builder b(names);
+          Builder b(names, native);
           return b.inline_lets(b.expand(e));
         },
-        [&](const Stmt& body) { return expand_stmt(body, names); });
+        [&](const Stmt& body) { return expand_stmt(body, names, native); });
   }
-  Builder b(names);
+  Builder b(names, native);
   Stmt r = map_stmt(s, [&](const Expr& e) { return b.expand(e); },
-                    [&](const Stmt& body) { return expand_stmt(body, names); });
+                    [&](const Stmt& body) { return expand_stmt(body, names, native); });
   return b.wrap(r);
 }
 
 }  // namespace
 
-Stmt expand_math(const Stmt& s, const std::set<std::string>& taken) {
+Stmt expand_math(const Stmt& s, const std::set<std::string>& taken, const std::set<std::string>& native) {
   Names names(taken);
-  return expand_stmt(s, names);
+  return expand_stmt(s, names, native);
 }
 
-Kernel expand_math(const Kernel& k) {
+Kernel expand_math(const Kernel& k, const std::set<std::string>& native) {
   std::set<std::string> taken = names_in(k.body);
   taken.insert(k.syms.begin(), k.syms.end());
   Kernel out = k;
-  out.body = expand_math(k.body, taken);
+  out.body = expand_math(k.body, taken, native);
   return out;
 }
 

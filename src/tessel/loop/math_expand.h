@@ -35,8 +35,10 @@
 
 namespace tessel::loop {
 
-Kernel expand_math(const Kernel& k);
+// Calls named in `native` stay calls (the target implements them); those of
+// f16/bf16 operands become the f32 call between casts, as the expansions are.
+Kernel expand_math(const Kernel& k, const std::set<std::string>& native = {});
 // `taken` holds the names already used (fresh let names avoid them).
-Stmt expand_math(const Stmt& s, const std::set<std::string>& taken);
+Stmt expand_math(const Stmt& s, const std::set<std::string>& taken, const std::set<std::string>& native = {});
 
 }  // namespace tessel::loop

@@ -21,6 +21,7 @@
 // before it.
 #include <cmath>
 
+#include "tessel/loop/affine.h"
 #include "tessel/loop/visit.h"
 #include "tessel/lower/group_lowerer.h"
 #include "tessel/support/error.h"
@@ -56,6 +57,46 @@ std::string unsupported_attention(const Node& n) {
       if (!d.is_const()) return "symbolic mask dims";
   }
   return "";
+}
+
+// The range of the affine integer expression `e` over `ranges`, if every
+// variable has one and the result is non-negative.
+std::optional<loop::Interval> nonnegative_range(const Expr& e, const loop::Bounds& ranges) {
+  const std::optional<loop::Affine> f = loop::affine_form(e);
+  if (!f) return std::nullopt;
+  int64_t lo = f->constant, hi = f->constant;
+  for (const auto& [v, c] : f->coef) {
+    const auto it = ranges.find(v);
+    if (it == ranges.end()) return std::nullopt;
+    lo += c > 0 ? c * it->second.lo : c * it->second.hi;
+    hi += c > 0 ? c * it->second.hi : c * it->second.lo;
+  }
+  if (lo < 0) return std::nullopt;
+  return loop::Interval{lo, hi};
+}
+
+// `e` with each floordiv / floormod by a positive constant of a
+// non-negative sum of bounded variables (a grouped-query head's key/value
+// head, floordiv(b * 8 + h, 2), written by the graph's Expand / Reshape)
+// replaced by a variable of its own, whose range goes into `ranges` and
+// definition into `atoms`: fold_affine sees a sum of variables where it saw
+// a division it cannot resolve.
+Expr atomize(const Expr& e, const std::string& pre, loop::Bounds* ranges,
+             std::vector<std::pair<std::string, Expr>>* atoms) {
+  const Expr c = loop::map_args(e, [&](const Expr& a) { return atomize(a, pre, ranges, atoms); });
+  if (c->kind != loop::ExprKind::Binary || (c->binary != loop::BinaryOp::FloorDiv && c->binary != loop::BinaryOp::FloorMod))
+    return c;
+  const Expr &x = c->args[0], &dv = c->args[1];
+  if (dv->kind != loop::ExprKind::IntImm || dv->int_value <= 0) return c;
+  const Expr folded = loop::fold_affine(c, *ranges);  // resolved over the atoms so far
+  if (folded->kind != loop::ExprKind::Binary || folded->binary != c->binary) return folded;
+  const std::optional<loop::Interval> r = nonnegative_range(x, *ranges);
+  if (!r) return c;
+  const int64_t hi = c->binary == loop::BinaryOp::FloorDiv ? r->hi / dv->int_value : std::min(dv->int_value - 1, r->hi);
+  const std::string name = str_cat(pre, "_q", atoms->size());
+  (*ranges)[name] = {0, hi};
+  atoms->emplace_back(name, c);
+  return loop::var(name, c.dtype());
 }
 
 }  // namespace
@@ -115,8 +156,29 @@ std::optional<LoweredGroup> GroupLowerer::try_attention() {
   const loop::AttentionVars names{pre + "_bh", pre + "_i", pre + "_j", pre + "_d", pre + "_e", pre + "_acc"};
   const Expr bh = loop::var(names.batch), i = loop::var(names.i), j = loop::var(names.j), dd = loop::var(names.d),
              e = loop::var(names.e);
-  const Expr b = loop::floordiv(bh, Expr(hq)), h = loop::floormod(bh, Expr(hq));
-  const Expr hk = loop::floordiv(h, Expr(hq / hkv));
+  // Batch, head and key/value head are variables of their own while the
+  // operands are built: their ranges let fold_affine turn the index
+  // arithmetic of the Reshape / Transpose views around the attention back
+  // into plain sums (floordiv((i * 12 + h) * 64 + d, 768) => i for h < 12,
+  // d < 64), so the kernel computes no 64-bit division per operand copy.
+  // Then they become the digits of the statement's batch variable.
+  const Expr b = loop::var(pre + "_b"), h = loop::var(pre + "_h"), hk = loop::var(pre + "_hk");
+  const loop::Bounds bounds{{b->name, {0, batch - 1}},  {h->name, {0, hq - 1}},    {hk->name, {0, hkv - 1}},
+                            {names.i, {0, sq - 1}},     {names.j, {0, skv - 1}},   {names.d, {0, d - 1}},
+                            {names.e, {0, dv - 1}}};
+  const loop::VarMap digits{{b->name, loop::floordiv(bh, Expr(hq))},
+                            {h->name, loop::floormod(bh, Expr(hq))},
+                            {hk->name, loop::floordiv(loop::floormod(bh, Expr(hq)), Expr(hq / hkv))}};
+  const auto fold = [&](const Expr& x) {
+    // simplify first: a Slice's clamps (min(j, 127) for j < 128) go.
+    loop::Bounds ranges = bounds;
+    std::vector<std::pair<std::string, Expr>> atoms;
+    Expr y = loop::fold_affine(loop::simplify(x, bounds), bounds);
+    y = loop::fold_affine(atomize(y, pre, &ranges, &atoms), ranges);
+    // Later atoms may be defined in terms of earlier ones.
+    for (auto it = atoms.rbegin(); it != atoms.rend(); ++it) y = loop::substitute(y, {{it->first, it->second}});
+    return loop::simplify(loop::substitute(y, digits));
+  };
   // Element x of head `head`, position s of input `in` (3-D [B, S, H * X] or 4-D [B, H, S, X]).
   const auto at = [&](size_t in, const Expr& head, const Expr& s, const Expr& x, int64_t width) {
     const Idx index = is3d ? Idx{b, s, head * Expr(width) + x} : Idx{b, head, s, x};
@@ -146,7 +208,7 @@ std::optional<LoweredGroup> GroupLowerer::try_attention() {
   std::vector<Stmt> before;
   for (const Stmt& x : levels_[0].stmts) {
     bool outside = x->kind == loop::StmtKind::Assert;
-    for (const std::string& name : {names.batch, names.i, names.j, names.d, names.e})
+    for (const std::string& name : {names.batch, names.i, names.j, names.d, names.e, b->name, h->name, hk->name})
       outside = outside && !loop::mentions_var(x->value, name);
     if (!outside) return std::nullopt;
     before.push_back(x);
@@ -160,11 +222,12 @@ std::optional<LoweredGroup> GroupLowerer::try_attention() {
   if (!loop::is_computable(out->type.dtype)) return std::nullopt;
   loop::BufferRef out_buf =
       make_buffer(str_cat("out", params_.size()), out->type.dtype, shape_of(out), loop::BufferScope::Param);
-  const Idx out_index = is3d ? Idx{b, i, h * Expr(dv) + e} : Idx{b, h, i, e};
+  Idx out_index = is3d ? Idx{b, i, h * Expr(dv) + e} : Idx{b, h, i, e};
+  for (Expr& x : out_index) x = fold(x);
   const Stmt epilogue =
       loop::store(out_buf, out_index, loop::cast(out->type.dtype, loop::var(names.acc, DType::F32)));
-  before.push_back(loop::attention(names, Expr(batch * hq), Expr(sq), Expr(skv), Expr(d), Expr(dv), q, k, v,
-                                   loop::float_imm(DType::F32, scale), bias, p_type, epilogue));
+  before.push_back(loop::attention(names, Expr(batch * hq), Expr(sq), Expr(skv), Expr(d), Expr(dv), fold(q), fold(k),
+                                   fold(v), loop::float_imm(DType::F32, scale), fold(bias), p_type, epilogue));
   LoweredGroup lg = finish(loop::seq(std::move(before)), out_buf, std::nullopt);
   lg.schedule = "attention";
   return lg;

@@ -1,5 +1,6 @@
 #include "tessel/lower/lower_gpu.h"
 
+#include "tessel/loop/intrinsics.h"
 #include "tessel/loop/math_expand.h"
 #include "tessel/loop/simplify.h"
 #include "tessel/loop/visit.h"
@@ -22,10 +23,11 @@ NestSchedule gpu_nest_schedule(bool attention) {
 
 LoweredGroup lower_group_gpu_nest(const FusionGroup& g, const OpRegistry& reg, bool attention) {
   LoweredGroup lg = lower_group(g, reg, gpu_nest_schedule(attention));
-  loop::Kernel k = loop::simplify(loop::expand_math(lg.kernel));
+  static const std::set<std::string> native = loop::cuda_native_intrinsics();
+  loop::Kernel k = loop::simplify(loop::expand_math(lg.kernel, native));
   loop::visit_stmt(k.body, [](const loop::Stmt&) {}, [&](const loop::Expr& root) {
     loop::visit_expr(root, [&](const loop::Expr& e) {
-      if (e->kind == loop::ExprKind::Call && !loop::is_primitive_intrinsic(e->name))
+      if (e->kind == loop::ExprKind::Call && !loop::is_primitive_intrinsic(e->name) && !native.count(e->name))
         throw LoweringUnsupported(str_cat(g.root->describe(), ": intrinsic '", e->name, "' has no expansion yet"));
     });
   });

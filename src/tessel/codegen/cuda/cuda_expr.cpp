@@ -9,6 +9,7 @@
 #include <cstdio>
 
 #include "tessel/codegen/cuda/emitter.h"
+#include "tessel/loop/intrinsics.h"
 #include "tessel/loop/scalar.h"
 #include "tessel/support/error.h"
 
@@ -314,11 +315,14 @@ std::string ExprEmitter::call(const ExprNode& n) {
   for (const Expr& a : n.args) args.push_back(emit(a));
   if (n.name == "isnan") return "(" + args[0] + " != " + args[0] + ")";
   if (n.name == "isinf") return "ts_isinf(" + args[0] + ")";
+  const loop::IntrinsicInfo* info = loop::find_intrinsic(n.name);
   const char* fn = f32_math(n.name);
-  TS_CHECK(fn, "cuda codegen: call to '", n.name, "' is not a primitive intrinsic (run math expansion first)");
-  // The double versions are the float names without the trailing 'f'.
-  std::string name = fn;
-  if (t == DType::F64) name.pop_back();
+  TS_CHECK(fn || (info && info->cuda_native), "cuda codegen: call to '", n.name,
+           "' is neither primitive nor in CUDA's math library (run math expansion first)");
+  TS_CHECK(!is_half(t) || fn, "cuda codegen: ", n.name, " of ", dtype_name(t), " (math expansion widens it to f32)");
+  // CUDA's names are C's: the float version ends in 'f', the double one not.
+  std::string name = n.name == "sigmoid" ? "ts_sigmoid" : fn ? std::string(fn) : n.name + "f";
+  if (t == DType::F64 && n.name != "sigmoid") name.pop_back();
   std::string c = name + "(";
   for (size_t i = 0; i < args.size(); ++i) c += (i ? ", " : "") + args[i];
   c += ")";

@@ -142,6 +142,10 @@ TS_D unsigned short ts_f2bf(float f) {
 TS_D float ts_bf2f(unsigned short b) { return __uint_as_float((unsigned)b << 16); }
 TS_D float ts_bf(float f) { return ts_bf2f(ts_f2bf(f)); }
 
+// 1 / (1 + e^-x): expf's 2 ulp plus two roundings; -x large gives inf, 0.
+TS_D float ts_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+TS_D double ts_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+
 TS_D bool ts_isinf(float x) { return fabsf(x) == __int_as_float(0x7f800000); }
 TS_D bool ts_isinf(double x) { return fabs(x) == __longlong_as_double(0x7ff0000000000000ll); }
 
