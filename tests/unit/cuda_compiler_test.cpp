@@ -55,10 +55,10 @@ TEST(CudaCompiler, LowersEveryGroupButTheOnesWithoutAKernel) {
   EXPECT_LE(c.unique_kernels.size(), c.lowered.size());
 }
 
-// With TESSEL_CUDA_FLASH=1 a bf16 Attention node becomes the flash kernel
-// when its head size is a multiple of 16, and keeps the composed lowering
-// (still a GPU kernel, nothing on the interpreter) when the kernel refuses
-// it; without the variable it is always the composed one.
+// A bf16 Attention node becomes the flash kernel when its head size is a
+// multiple of 16, and keeps the composed lowering (still a GPU kernel,
+// nothing on the interpreter) when the kernel refuses it; with
+// TESSEL_CUDA_FLASH=0 it is always the composed one.
 TEST(CudaCompiler, FlashAttentionWhereTheKernelTakesIt) {
   const auto schedules = [](int64_t d) {
     Model m;
@@ -74,13 +74,14 @@ TEST(CudaCompiler, FlashAttentionWhereTheKernelTakesIt) {
     for (const FusionGroup& g : c.plan.groups) EXPECT_TRUE(g.compiled) << g.root->op;
     return out;
   };
-  ::setenv("TESSEL_CUDA_FLASH", "1", 1);
+  ::unsetenv("TESSEL_CUDA_FLASH");
   EXPECT_TRUE(cuda_flash_attention());
   EXPECT_EQ(schedules(32), std::set<std::string>{"gpu_attention"});
   EXPECT_EQ(schedules(8), std::set<std::string>{"gpu"});  // head size 8: the composed lowering
-  ::unsetenv("TESSEL_CUDA_FLASH");
+  ::setenv("TESSEL_CUDA_FLASH", "0", 1);
   EXPECT_FALSE(cuda_flash_attention());
   EXPECT_EQ(schedules(32), std::set<std::string>{"gpu"});
+  ::unsetenv("TESSEL_CUDA_FLASH");
 }
 
 TEST(CudaCompiler, CompilesOneCubinAndCachesIt) {

@@ -16,7 +16,7 @@ namespace tessel {
 
 bool cuda_flash_attention() {
   const char* env = std::getenv("TESSEL_CUDA_FLASH");
-  return env && std::string(env) == "1";
+  return !env || std::string(env) != "0";
 }
 
 namespace {

@@ -15,8 +15,8 @@
 namespace tessel {
 
 // Whether the CUDA path fuses attention into flash-attention kernels
-// (PassOptions::fuse_attention, GpuScheduleOptions::attention): while the
-// kernel is being measured on the GPU, only with TESSEL_CUDA_FLASH=1.
+// (PassOptions::fuse_attention, GpuScheduleOptions::attention): yes unless
+// TESSEL_CUDA_FLASH=0 (the composed lowering, to compare against).
 bool cuda_flash_attention();
 
 // One group as a GPU kernel: GPU nest and schedule, verified for CUDA.

@@ -28,8 +28,8 @@ struct PassOptions {
   bool print_full_constants = false;     // print_after: all constants in full (else >16 elements elided)
   DType precision = DType::F32;          // bf16/f16: lower_precision runs (--precision)
   bool gpu = false;                      // the CUDA target: conv_im2col runs
-  // fuse_attention runs (the CUDA target's flash attention, TESSEL_CUDA_FLASH=1
-  // while it is being measured: driver/cuda_compiler.h).
+  // fuse_attention runs (the CUDA target's flash attention at bf16/fp16;
+  // TESSEL_CUDA_FLASH=0 turns it off: driver/cuda_compiler.h).
   bool fuse_attention = false;
 };
 

@@ -140,7 +140,20 @@ TS_D unsigned short ts_f2bf(float f) {
 #endif
 }
 TS_D float ts_bf2f(unsigned short b) { return __uint_as_float((unsigned)b << 16); }
-TS_D float ts_bf(float f) { return ts_bf2f(ts_f2bf(f)); }
+// The rounding of an operation's result, kept in a register: on the GPU a
+// NaN result is already the canonical NaN (its arithmetic does not
+// propagate payloads as the host's does), so from sm_80 the one cvt
+// suffices, without ts_f2bf's NaN test and its three instructions. Stores
+// and bitcasts keep ts_f2bf, which copies a loaded NaN's payload exactly.
+TS_D float ts_bf(float f) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  unsigned short b;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b) : "f"(f));
+  return ts_bf2f(b);
+#else
+  return ts_bf2f(ts_f2bf(f));
+#endif
+}
 
 // 1 / (1 + e^-x): expf's 2 ulp plus two roundings; -x large gives inf, 0.
 TS_D float ts_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
