@@ -153,8 +153,15 @@ TEST(MmaPlan, VectorLoadsWhereAligned) {
   // Two pipelined blocks per multiprocessor: ptxas keeps to 128 registers.
   const std::string bounds = str_cat("__launch_bounds__(", plan_of({"v", DType::BF16, 1, 64, 64, 64}).tiles.threads(), ", 2)");
   EXPECT_NE(both.code.find(bounds), std::string::npos);
-  // The epilogue walks the accumulators staged in shared memory, once in a loop.
-  EXPECT_NE(both.code.find("ts_Cs[ts_r][ts_c]"), std::string::npos);
+  // The epilogue walks the accumulators staged in shared memory, once in a
+  // loop, 8 columns a thread: their values, then two 16-byte stores (an f32
+  // row of 64 starts every chunk at a multiple of 8).
+  EXPECT_NE(both.code.find("ts_epi_value(v_bb, ts_i, ts_j + ts_q, ts_Cs[ts_r][ts_c + ts_q])"), std::string::npos)
+      << both.code;
+  EXPECT_NE(both.code.find("ts_epi_store8(v_bb, ts_i, ts_j, ts_v);"), std::string::npos);
+  EXPECT_NE(both.code.find("*((ts_u4*)&b_o[((int)v_bb * 4096 + (int)v_i * 64 + (int)v_j)] + 1) = "
+                           "ts_u4{__float_as_uint(ts_value[4])"),
+            std::string::npos);
   // One vector operand: registers, static shared memory.
   const CudaSource one = emit_cuda_source({gemm_case_kernel({"w", DType::BF16, 1, 64, 130, 64})});
   EXPECT_NE(one.code.find("*(const ts_u4*)&b_a["), std::string::npos) << one.code;

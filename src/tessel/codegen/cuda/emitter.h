@@ -135,6 +135,17 @@ struct EpilogueVars {
   const loop::Expr &batch_extent, &rows, &cols;
 };
 void epilogue_lambda(const EpilogueVars& v, const loop::Stmt& epilogue, CodeSink& out);
+// An epilogue of lets around one store to a parameter, whose index uses
+// none of the lets, also as two lambdas: ts_epi_value(batch, row, col, acc)
+// returns the stored value (register type in *value_type), ts_epi_store(batch,
+// row, col, value) stores it. A caller computes several values before it
+// stores any, so that their loads overlap; with one lambda each element's
+// loads wait for the store before them (the buffers may alias). Where 8
+// consecutive columns from a multiple of 8 are 8 consecutive f16/bf16
+// elements, also ts_epi_store8(batch, row, col, values) (*store8 true), one
+// 16-byte store. False, and nothing written, for other epilogues.
+bool split_epilogue(const EpilogueVars& v, const loop::Stmt& epilogue, CodeSink& out, const char** value_type,
+                    bool* store8);
 // The contract's (batch, i, j, acc).
 EpilogueVars contract_epilogue_vars(const loop::ContractView& c);
 

@@ -595,7 +595,8 @@ class MmaWriter {
     line(str_cat("const int ts_wm = ts_warp / ", t_.warps_n, ", ts_wn = ts_warp % ", t_.warps_n,
                  ", ts_g = ts_lane >> 2, ts_t = ts_lane & 3;"));
     line(str_cat("const long long ts_n0 = (long long)blockIdx.x * ", t_.bn, "ll;"));
-    epilogue_lambda(contract_epilogue_vars(c_), c_.epilogue, out_);
+    split_ = p_.async_copy && split_epilogue(contract_epilogue_vars(c_), c_.epilogue, out_, &split_type_, &store8_);
+    if (!split_) epilogue_lambda(contract_epilogue_vars(c_), c_.epilogue, out_);
     line("for (long long ts_my = blockIdx.y; ts_my < ts_tiles_m * ts_B; ts_my += gridDim.y) {");
     out_.indent(1);
     line(str_cat("const long long ", var_name(c_.batch), " = ts_my / ts_tiles_m;"));
@@ -1083,14 +1084,50 @@ class MmaWriter {
                    " + ts_nt * 8 + ts_t * 2] = ts_f2{ts_acc[ts_mt][ts_nt][2 * ts_h], ts_acc[ts_mt][ts_nt][2 * ts_h + 1]};"));
     });
     line("__syncthreads();");
-    line("#pragma unroll 2");
-    line(str_cat("for (int ts_e = ts_tid; ts_e < ", t_.bm * t_.bn, "; ts_e += ", t_.threads(), ") {"));
-    out_.indent(1);
-    line(str_cat("const int ts_r = ts_e / ", t_.bn, ", ts_c = ts_e % ", t_.bn, ";"));
-    line("const long long ts_i = ts_m0 + ts_r, ts_j = ts_n0 + ts_c;");
-    line(str_cat("if (ts_i < ts_M && ts_j < ts_N) ts_epilogue(", var_name(c_.batch), ", ts_i, ts_j, ts_Cs[ts_r][ts_c]);"));
-    out_.indent(-1);
-    line("}");
+    if (split_) {
+      // 8 consecutive columns a thread: their values (and the epilogue's
+      // loads, a residual's) first, then their stores, so that the loads
+      // overlap instead of each waiting for the store before it.
+      const std::string batch = var_name(c_.batch);
+      line(str_cat("for (int ts_e = ts_tid; ts_e < ", t_.bm * t_.bn / 8, "; ts_e += ", t_.threads(), ") {"));
+      out_.indent(1);
+      line(str_cat("const int ts_r = ts_e / ", t_.bn / 8, ", ts_c = ts_e % ", t_.bn / 8, " * 8;"));
+      line("const long long ts_i = ts_m0 + ts_r, ts_j = ts_n0 + ts_c;");
+      line("if (ts_i < ts_M) {");
+      out_.indent(1);
+      line(str_cat(split_type_, " ts_v[8];"));
+      unrolled_loops(out_, {{"ts_q", 8}}, [&] {
+        line(str_cat("if (ts_j + ts_q < ts_N) ts_v[ts_q] = ts_epi_value(", batch,
+                     ", ts_i, ts_j + ts_q, ts_Cs[ts_r][ts_c + ts_q]);"));
+      });
+      if (store8_) {
+        line(str_cat("if (ts_j + 8 <= ts_N) {"));
+        line(str_cat("  ts_epi_store8(", batch, ", ts_i, ts_j, ts_v);"));
+        line("} else {");
+        out_.indent(1);
+      }
+      unrolled_loops(out_, {{"ts_q", 8}}, [&] {
+        line(str_cat("if (ts_j + ts_q < ts_N) ts_epi_store(", batch, ", ts_i, ts_j + ts_q, ts_v[ts_q]);"));
+      });
+      if (store8_) {
+        out_.indent(-1);
+        line("}");
+      }
+      out_.indent(-1);
+      line("}");
+      out_.indent(-1);
+      line("}");
+    } else {
+      line("#pragma unroll 2");
+      line(str_cat("for (int ts_e = ts_tid; ts_e < ", t_.bm * t_.bn, "; ts_e += ", t_.threads(), ") {"));
+      out_.indent(1);
+      line(str_cat("const int ts_r = ts_e / ", t_.bn, ", ts_c = ts_e % ", t_.bn, ";"));
+      line("const long long ts_i = ts_m0 + ts_r, ts_j = ts_n0 + ts_c;");
+      line(str_cat("if (ts_i < ts_M && ts_j < ts_N) ts_epilogue(", var_name(c_.batch),
+                   ", ts_i, ts_j, ts_Cs[ts_r][ts_c]);"));
+      out_.indent(-1);
+      line("}");
+    }
     // The next (batch, M tile) copies into the same memory.
     line("__syncthreads();");
   }
@@ -1110,10 +1147,31 @@ class MmaWriter {
   const MmaTiles& t_;
   CodeSink& out_;
   bool halves_ = false;
+  bool split_ = false;               // ts_epi_value / ts_epi_store exist (split_epilogue)
+  const char* split_type_ = "float";  // the register type ts_epi_value returns
+  bool store8_ = false;               // and ts_epi_store8 stores 8 consecutive columns at once
   const char* sm_ = "ts_dsmem";  // the byte array the pipeline's stages are offsets into
   int kpack_ = 1, units_per_row_ = 0, row_units_ = 0, wm_ = 0, wn_ = 0, mt_ = 0, nt_ = 0;
   Side a_, b_;
 };
+
+}  // namespace
+
+namespace {
+
+// Runs body() with batch, row and col bounded by their extents (the
+// ExprEmitter then writes index arithmetic that provably fits in 32 bits).
+void with_epilogue_bounds(const EpilogueVars& v, CodeSink& out, const std::function<void()>& body) {
+  ExprEmitter& ex = out.expr();
+  const auto below = [&](const Expr& extent) -> std::optional<loop::Interval> {
+    const std::optional<loop::Interval> e = ex.bounds(extent);
+    if (!e || e->hi < 1) return std::nullopt;
+    return loop::Interval{0, e->hi - 1};
+  };
+  ExprEmitter::Scope batch(ex, v.batch, below(v.batch_extent)), row(ex, v.row, below(v.rows)),
+      col(ex, v.col, below(v.cols));
+  body();
+}
 
 }  // namespace
 
@@ -1124,19 +1182,77 @@ void epilogue_lambda(const EpilogueVars& v, const loop::Stmt& epilogue, CodeSink
   out.line(str_cat("auto ts_epilogue = [&](const long long ", var_name(v.batch), ", const long long ",
                    var_name(v.row), ", const long long ", var_name(v.col), ", const float ", var_name(v.acc), ") {"));
   out.indent(1);
-  {
-    ExprEmitter& ex = out.expr();
-    const auto below = [&](const Expr& extent) -> std::optional<loop::Interval> {
-      const std::optional<loop::Interval> e = ex.bounds(extent);
-      if (!e || e->hi < 1) return std::nullopt;
-      return loop::Interval{0, e->hi - 1};
-    };
-    ExprEmitter::Scope batch(ex, v.batch, below(v.batch_extent)), row(ex, v.row, below(v.rows)),
-        col(ex, v.col, below(v.cols));
-    out.stmt(epilogue);
-  }
+  with_epilogue_bounds(v, out, [&] { out.stmt(epilogue); });
   out.indent(-1);
   out.line("};");
+}
+
+bool split_epilogue(const EpilogueVars& v, const loop::Stmt& epilogue, CodeSink& out, const char** value_type,
+                    bool* store8) {
+  std::vector<const loop::StmtNode*> lets;
+  const loop::StmtNode* s = epilogue.node.get();
+  while (s && s->kind == loop::StmtKind::Let) {
+    lets.push_back(s);
+    s = s->body[0].node.get();
+  }
+  if (!s || s->kind != loop::StmtKind::Store || s->buffer->scope != loop::BufferScope::Param) return false;
+  for (const loop::StmtNode* l : lets)
+    for (const Expr& x : s->indices)
+      if (loop::mentions_var(x, l->var)) return false;
+  const char* type = register_type(s->value.dtype());
+  const std::string head = str_cat("const long long ", var_name(v.batch), ", const long long ", var_name(v.row),
+                                   ", const long long ", var_name(v.col), ", ");
+  out.line(str_cat("auto ts_epi_value = [&](", head, "const float ", var_name(v.acc), ") -> ", type, " {"));
+  out.indent(1);
+  with_epilogue_bounds(v, out, [&] {
+    ExprEmitter& ex = out.expr();
+    std::vector<std::unique_ptr<ExprEmitter::Scope>> scopes;
+    for (const loop::StmtNode* l : lets) {
+      out.line(str_cat("const ", register_type(l->value.dtype()), " ", var_name(l->var), " = ", ex.emit(l->value), ";"));
+      scopes.push_back(std::make_unique<ExprEmitter::Scope>(ex, l->var, ex.bounds(l->value)));
+    }
+    out.line(str_cat("return ", ex.emit(s->value), ";"));
+  });
+  out.indent(-1);
+  out.line("};");
+  out.line(str_cat("auto ts_epi_store = [&](", head, "const ", type, " ts_value) {"));
+  out.indent(1);
+  with_epilogue_bounds(v, out, [&] {
+    ExprEmitter& ex = out.expr();
+    out.line(str_cat(buffer_name(s->buffer->name), "[", ex.flat_index(*s->buffer, s->indices),
+                     "] = ", ExprEmitter::to_storage(s->buffer->dtype, "ts_value"), ";"));
+  });
+  out.indent(-1);
+  out.line("};");
+  // 8 elements whose offsets are consecutive and start at a multiple of 8
+  // for col a multiple of 8: one 16-byte store of f16/bf16, two of f32, the
+  // same bits.
+  const DType t = s->buffer->dtype;
+  const std::optional<Expr> flat = loop::constant_flat_index(*s->buffer, s->indices);
+  const bool wide = (t == DType::BF16 || t == DType::F16 || t == DType::F32) && flat &&
+                    loop::contiguous_runs(*flat, v.col, 8);
+  if (wide) {
+    out.line(str_cat("auto ts_epi_store8 = [&](", head, "const ", type, "* ts_value) {"));
+    out.indent(1);
+    with_epilogue_bounds(v, out, [&] {
+      ExprEmitter& ex = out.expr();
+      const auto word = [&](int w) {  // element w (f32) or elements 2w, 2w + 1 (halves) as 32 bits
+        if (t == DType::F32) return str_cat("__float_as_uint(ts_value[", w, "])");
+        const char* bits = t == DType::BF16 ? "ts_f2bf" : "ts_f2h";
+        return str_cat("(unsigned)", bits, "(ts_value[", 2 * w, "]) | ((unsigned)", bits, "(ts_value[", 2 * w + 1,
+                       "]) << 16)");
+      };
+      const std::string at = str_cat(buffer_name(s->buffer->name), "[", ex.flat_index(*s->buffer, s->indices), "]");
+      for (int part = 0; part < (t == DType::F32 ? 2 : 1); ++part)
+        out.line(str_cat("*((ts_u4*)&", at, " + ", part, ") = ts_u4{", word(4 * part), ", ", word(4 * part + 1), ", ",
+                         word(4 * part + 2), ", ", word(4 * part + 3), "};"));
+    });
+    out.indent(-1);
+    out.line("};");
+  }
+  *value_type = type;
+  *store8 = wide;
+  return true;
 }
 
 EpilogueVars contract_epilogue_vars(const loop::ContractView& c) {
