@@ -146,6 +146,11 @@ void epilogue_lambda(const EpilogueVars& v, const loop::Stmt& epilogue, CodeSink
 // 16-byte store. False, and nothing written, for other epilogues.
 bool split_epilogue(const EpilogueVars& v, const loop::Stmt& epilogue, CodeSink& out, const char** value_type,
                     bool* store8);
+// With ts_i, ts_j (a multiple of 8), ts_M and ts_N in scope: the values of
+// columns ts_j .. ts_j + 7 of row ts_i (`acc`, an expression of ts_q, gives
+// the accumulator of column ts_j + ts_q), then their stores.
+void split_epilogue_chunk(CodeSink& out, const std::string& batch, const std::string& acc, const char* value_type,
+                          bool store8);
 // The contract's (batch, i, j, acc).
 EpilogueVars contract_epilogue_vars(const loop::ContractView& c);
 

@@ -1093,28 +1093,7 @@ class MmaWriter {
       out_.indent(1);
       line(str_cat("const int ts_r = ts_e / ", t_.bn / 8, ", ts_c = ts_e % ", t_.bn / 8, " * 8;"));
       line("const long long ts_i = ts_m0 + ts_r, ts_j = ts_n0 + ts_c;");
-      line("if (ts_i < ts_M) {");
-      out_.indent(1);
-      line(str_cat(split_type_, " ts_v[8];"));
-      unrolled_loops(out_, {{"ts_q", 8}}, [&] {
-        line(str_cat("if (ts_j + ts_q < ts_N) ts_v[ts_q] = ts_epi_value(", batch,
-                     ", ts_i, ts_j + ts_q, ts_Cs[ts_r][ts_c + ts_q]);"));
-      });
-      if (store8_) {
-        line(str_cat("if (ts_j + 8 <= ts_N) {"));
-        line(str_cat("  ts_epi_store8(", batch, ", ts_i, ts_j, ts_v);"));
-        line("} else {");
-        out_.indent(1);
-      }
-      unrolled_loops(out_, {{"ts_q", 8}}, [&] {
-        line(str_cat("if (ts_j + ts_q < ts_N) ts_epi_store(", batch, ", ts_i, ts_j + ts_q, ts_v[ts_q]);"));
-      });
-      if (store8_) {
-        out_.indent(-1);
-        line("}");
-      }
-      out_.indent(-1);
-      line("}");
+      split_epilogue_chunk(out_, batch, "ts_Cs[ts_r][ts_c + ts_q]", split_type_, store8_);
       out_.indent(-1);
       line("}");
     } else {
@@ -1253,6 +1232,31 @@ bool split_epilogue(const EpilogueVars& v, const loop::Stmt& epilogue, CodeSink&
   *value_type = type;
   *store8 = wide;
   return true;
+}
+
+void split_epilogue_chunk(CodeSink& out, const std::string& batch, const std::string& acc, const char* value_type,
+                          bool store8) {
+  out.line("if (ts_i < ts_M) {");
+  out.indent(1);
+  out.line(str_cat(value_type, " ts_v[8];"));
+  unrolled_loops(out, {{"ts_q", 8}}, [&] {
+    out.line(str_cat("if (ts_j + ts_q < ts_N) ts_v[ts_q] = ts_epi_value(", batch, ", ts_i, ts_j + ts_q, ", acc, ");"));
+  });
+  if (store8) {
+    out.line(str_cat("if (ts_j + 8 <= ts_N) {"));
+    out.line(str_cat("  ts_epi_store8(", batch, ", ts_i, ts_j, ts_v);"));
+    out.line("} else {");
+    out.indent(1);
+  }
+  unrolled_loops(out, {{"ts_q", 8}}, [&] {
+    out.line(str_cat("if (ts_j + ts_q < ts_N) ts_epi_store(", batch, ", ts_i, ts_j + ts_q, ts_v[ts_q]);"));
+  });
+  if (store8) {
+    out.indent(-1);
+    out.line("}");
+  }
+  out.indent(-1);
+  out.line("}");
 }
 
 EpilogueVars contract_epilogue_vars(const loop::ContractView& c) {
