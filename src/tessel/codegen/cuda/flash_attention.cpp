@@ -8,10 +8,11 @@
 //     registers <- Q's mma fragments (ldmatrix)
 //     O = 0, m = -inf, l = 0 per row
 //     for each tile of 64 keys:
-//       shared K, V <- the tile (0 past N)
-//       S = Q K^T (mma.sync), s = scale S + bias(batch, i, j); -inf past N
-//       m' = max(m, row max of s); P = exp(s - m'); l = l exp(m - m') + row sum of P
-//       O = O exp(m - m') + P V (P rounded to bf16/f16 as the A fragment)
+//       shared K, V <- the tile (0 past N); where both are plain loads, the
+//         next tile's copies are in flight (cp.async, two buffers) meanwhile
+//       S = Q K^T (mma.sync), s = (scale S + bias(batch, i, j)) log2(e); -inf past N
+//       m' = max(m, row max of s); P = 2^(s - m'); l = l 2^(m - m') + row sum of P
+//       O = O 2^(m - m') + P V (P rounded to bf16/f16 as the A fragment)
 //     epilogue(batch, i, e, O / l) for each i < M (0 where l = 0: a row masked entirely)
 //
 // Rows live in mma.sync's accumulator layout: thread (g, t) of a warp holds
@@ -51,6 +52,7 @@ class FlashWriter {
     } else {
       fail("cuda codegen: the attention kernel takes q, k and v that are bf16 or f16 values");
     }
+    async_ = copyable(a_.k, a_.j, a_.d, d_) && copyable(a_.v, a_.j, a_.e, e_);
   }
 
   void write() {
@@ -61,7 +63,8 @@ class FlashWriter {
                  d_, " / ", e_));
     line(str_cat("const long long ts_B = ", ex.emit(a_.batch_extent), ", ts_M = ", ex.emit(a_.m), ", ts_N = ",
                  ex.emit(a_.n), ";"));
-    line(str_cat("const float ts_scale = ", ex.emit(a_.scale), ";"));
+    // Scores in base 2: exp2f is one MUFU.EX2 and a little range handling.
+    line(str_cat("const float ts_scale = ", ex.emit(a_.scale), " * 0x1.715476p+0f;  // log2(e)"));
     line("const float ts_ninf = __int_as_float(0xff800000);  // -inf");
     line("extern __shared__ __align__(16) unsigned char ts_dsmem[];");
     const int qd = d_ + 8, vd = e_ + 8;  // padded rows (halves): ldmatrix rows on distinct banks
@@ -69,7 +72,7 @@ class FlashWriter {
     line(str_cat("unsigned short (*ts_Ks)[", qd, "] = reinterpret_cast<unsigned short (*)[", qd, "]>(ts_dsmem + ",
                  kRows * qd * 2, ");"));
     line(str_cat("unsigned short (*ts_Vs)[", vd, "] = reinterpret_cast<unsigned short (*)[", vd, "]>(ts_dsmem + ",
-                 (kRows + kKeys) * qd * 2, ");"));
+                 (kRows + buffers() * kKeys) * qd * 2, ");"));
     line("const int ts_tid = (int)threadIdx.x, ts_warp = ts_tid >> 5, ts_lane = ts_tid & 31;");
     line("const int ts_g = ts_lane >> 2, ts_t = ts_lane & 3;");
     line("const long long ts_m0 = (long long)blockIdx.x * 64ll;");
@@ -85,15 +88,42 @@ class FlashWriter {
     line(str_cat("float ts_o[", e_ / 8, "][4];"));
     loop("ts_q", e_ / 8, [&] { line("ts_o[ts_q][0] = ts_o[ts_q][1] = ts_o[ts_q][2] = ts_o[ts_q][3] = 0.0f;"); });
     line("float ts_mx[2] = {ts_ninf, ts_ninf}, ts_l[2] = {0.0f, 0.0f};");
+    if (async_) {
+      // Tile t in buffer t % 2; tile t + 1's copies are issued before tile
+      // t is waited for, into the buffer tile t - 1 was read from (the
+      // barrier at the end of each tile frees it).
+      line("int ts_buf = 0;");
+      copy_tiles("0ll", "0");
+      line("ts_cp_commit();");
+    }
     line("for (long long ts_n0 = 0; ts_n0 < ts_N; ts_n0 += 64ll) {");
     out_.indent(1);
-    line("__syncthreads();  // the previous tile is consumed");
-    load_tile("ts_Ks", a_.k, a_.j, "ts_n0", "ts_N", a_.d, d_, kKeys);
-    load_tile("ts_Vs", a_.v, a_.j, "ts_n0", "ts_N", a_.e, e_, kKeys);
-    line("__syncthreads();");
+    if (async_) {
+      line("if (ts_n0 + 64ll < ts_N) {");
+      out_.indent(1);
+      copy_tiles("ts_n0 + 64ll", "(ts_buf ^ 1)");
+      out_.indent(-1);
+      line("}");
+      line("ts_cp_commit();");
+      line("ts_cp_wait<1>();  // tile t has landed (the newest group is t + 1's, or empty)");
+      line("__syncthreads();");
+      line(str_cat("unsigned short (*ts_Kb)[", qd, "] = ts_Ks + ts_buf * ", kKeys, ";"));
+      line(str_cat("unsigned short (*ts_Vb)[", vd, "] = ts_Vs + ts_buf * ", kKeys, ";"));
+    } else {
+      line("__syncthreads();  // the previous tile is consumed");
+      load_tile("ts_Ks", a_.k, a_.j, "ts_n0", "ts_N", a_.d, d_, kKeys);
+      load_tile("ts_Vs", a_.v, a_.j, "ts_n0", "ts_N", a_.e, e_, kKeys);
+      line("__syncthreads();");
+      line(str_cat("unsigned short (*ts_Kb)[", qd, "] = ts_Ks;"));
+      line(str_cat("unsigned short (*ts_Vb)[", vd, "] = ts_Vs;"));
+    }
     scores();
     softmax();
     pv();
+    if (async_) {
+      line("__syncthreads();  // buffer ts_buf is read: the copies two tiles on may go into it");
+      line("ts_buf ^= 1;");
+    }
     out_.indent(-1);
     line("}");
     epilogue();
@@ -110,7 +140,8 @@ class FlashWriter {
     g.grid[0] = loop::simplify(loop::floordiv(a_.m + Expr(kRows - 1), Expr(kRows)));
     g.grid[1] = loop::simplify(loop::min(a_.batch_extent, Expr(65535)));
     g.block[0] = Expr(kThreads);
-    g.shared_bytes = static_cast<unsigned>((int64_t{kRows + kKeys} * (d_ + 8) + int64_t{kKeys} * (e_ + 8)) * 2);
+    g.shared_bytes =
+        static_cast<unsigned>((int64_t{kRows + buffers() * kKeys} * (d_ + 8) + int64_t{buffers() * kKeys} * (e_ + 8)) * 2);
     return g;
   }
 
@@ -118,6 +149,41 @@ class FlashWriter {
   void line(const std::string& s) { out_.line(s); }
 
   void loop(const char* v, int n, const std::function<void()>& body) { unrolled_loops(out_, {{v, n}}, body); }
+
+  int buffers() const { return async_ ? 2 : 1; }
+
+  // The plain load of `value` when 16-byte copies of 8 consecutive columns
+  // read it exactly (else nullptr).
+  const loop::ExprNode* vector_load(const Expr& value, const std::string& row_var, const std::string& col_var,
+                                    int width) const {
+    const DType t = half_ == std::string("bf16") ? DType::BF16 : DType::F16;
+    const loop::ExprNode* load = plain_load(value, t);
+    return load && vectorizable(*load, col_var, Expr(width), {a_.batch, row_var}) ? load : nullptr;
+  }
+  bool copyable(const Expr& value, const std::string& row_var, const std::string& col_var, int width) const {
+    return vector_load(value, row_var, col_var, width) != nullptr;
+  }
+
+  // cp.async of the K and V tiles at key n0 into buffer `buf`: 16 bytes a
+  // copy, zero-filled past N (the clamped row keeps the address inside the
+  // buffer).
+  void copy_tiles(const char* n0, const char* buf) {
+    const auto copy = [&](const char* tile, const Expr& value, const std::string& col_var, int width) {
+      const loop::ExprNode* load = vector_load(value, a_.j, col_var, width);
+      const int per_row = width / 8;
+      line(str_cat("for (int ts_e = ts_tid; ts_e < ", kKeys * per_row, "; ts_e += ", kThreads, ") {"));
+      out_.indent(1);
+      line(str_cat("const int ts_r = ts_e / ", per_row, ", ts_c = ts_e % ", per_row, " * 8;"));
+      row_indices(a_.j, n0, "ts_N", col_var);
+      line(str_cat("ts_cp16_at((unsigned char*)&", tile, "[", buf, " * ", kKeys, " + ts_r][ts_c], 0u, &",
+                   buffer_name(load->buffer->name), "[", out_.expr().flat_index(*load->buffer, load->args),
+                   "], ts_at < ts_N);"));
+      out_.indent(-1);
+      line("}");
+    };
+    copy("ts_Ks", a_.k, a_.d, d_);
+    copy("ts_Vs", a_.v, a_.e, e_);
+  }
 
   // ts_bias(batch, i, j) and ts_epilogue(batch, i, e, acc): the statement's
   // bias and epilogue, each emitted once.
@@ -136,9 +202,7 @@ class FlashWriter {
   // (the value is then discarded).
   void load_tile(const char* tile, const Expr& value, const std::string& row_var, const char* row0,
                  const char* extent, const std::string& col_var, int width, int rows) {
-    const DType t = half_ == std::string("bf16") ? DType::BF16 : DType::F16;
-    if (const loop::ExprNode* load = plain_load(value, t);
-        load && vectorizable(*load, col_var, Expr(width), {a_.batch, row_var})) {
+    if (const loop::ExprNode* load = vector_load(value, row_var, col_var, width)) {
       // 16 bytes (8 consecutive columns) a load and a store.
       const int per_row = width / 8;
       line(str_cat("for (int ts_e = ts_tid; ts_e < ", rows * per_row, "; ts_e += ", kThreads, ") {"));
@@ -179,7 +243,7 @@ class FlashWriter {
     loop("ts_kk", d_ / 16, [&] {
       loop("ts_nt", 8, [&] {
         line("unsigned ts_kb[2];");
-        line("ts_ldsm_x2(ts_kb, &ts_Ks[ts_nt * 8 + (ts_lane & 7)][ts_kk * 16 + ((ts_lane >> 3) & 1) * 8]);");
+        line("ts_ldsm_x2(ts_kb, &ts_Kb[ts_nt * 8 + (ts_lane & 7)][ts_kk * 16 + ((ts_lane >> 3) & 1) * 8]);");
         line(str_cat("ts_mma_", half_, "(ts_s[ts_nt], ts_qf[ts_kk], ts_kb);"));
       });
     });
@@ -188,7 +252,7 @@ class FlashWriter {
         line("const long long ts_i = ts_m0 + ts_warp * 16 + ts_g + (ts_r >> 1) * 8;");
         line("const long long ts_j = ts_n0 + ts_nt * 8 + ts_t * 2 + (ts_r & 1);");
         line("ts_s[ts_nt][ts_r] = ts_j < ts_N ? ts_scale * ts_s[ts_nt][ts_r] + "
-             "ts_bias(ts_bh, ts_i < ts_M ? ts_i : ts_M - 1, ts_j) : ts_ninf;");
+             "0x1.715476p+0f * ts_bias(ts_bh, ts_i < ts_M ? ts_i : ts_M - 1, ts_j) : ts_ninf;");
       });
     });
   }
@@ -205,11 +269,11 @@ class FlashWriter {
       line("const float ts_new = fmaxf(ts_mx[ts_h], ts_tmax);");
       // Every score so far -inf: nothing to subtract (exp(-inf) = 0 leaves P 0).
       line("const float ts_base = ts_new == ts_ninf ? 0.0f : ts_new;");
-      line("const float ts_alpha = ts_mx[ts_h] == ts_ninf ? 0.0f : expf(ts_mx[ts_h] - ts_base);");
+      line("const float ts_alpha = ts_mx[ts_h] == ts_ninf ? 0.0f : exp2f(ts_mx[ts_h] - ts_base);");
       line("float ts_sum = 0.0f;");
       loop("ts_nt", 8, [&] {
         loop("ts_c", 2, [&] {
-          line("const float ts_p = expf(ts_s[ts_nt][2 * ts_h + ts_c] - ts_base);");
+          line("const float ts_p = exp2f(ts_s[ts_nt][2 * ts_h + ts_c] - ts_base);");
           line("ts_s[ts_nt][2 * ts_h + ts_c] = ts_p;");
           line("ts_sum += ts_p;");
         });
@@ -233,7 +297,7 @@ class FlashWriter {
                    pack, "(ts_s[2 * ts_kk + 1][2], ts_s[2 * ts_kk + 1][3])};"));
       loop("ts_nt", e_ / 8, [&] {
         line("unsigned ts_vb[2];");
-        line("ts_ldsm_x2_trans(ts_vb, &ts_Vs[ts_kk * 16 + (ts_lane & 15)][ts_nt * 8]);");
+        line("ts_ldsm_x2_trans(ts_vb, &ts_Vb[ts_kk * 16 + (ts_lane & 15)][ts_nt * 8]);");
         line(str_cat("ts_mma_", half_, "(ts_o[ts_nt], ts_pa, ts_vb);"));
       });
     });
@@ -268,6 +332,7 @@ class FlashWriter {
   CodeSink& out_;
   int d_ = 0, e_ = 0;
   const char* half_ = "bf16";
+  bool async_ = false;  // K and V are plain loads: cp.async, two buffers
 };
 
 }  // namespace
