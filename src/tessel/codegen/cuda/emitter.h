@@ -137,20 +137,22 @@ struct EpilogueVars {
 void epilogue_lambda(const EpilogueVars& v, const loop::Stmt& epilogue, CodeSink& out);
 // An epilogue of lets around one store to a parameter, whose index uses
 // none of the lets, also as two lambdas: ts_epi_value(batch, row, col, acc)
-// returns the stored value (register type in *value_type), ts_epi_store(batch,
-// row, col, value) stores it. A caller computes several values before it
-// stores any, so that their loads overlap; with one lambda each element's
-// loads wait for the store before them (the buffers may alias). Where 8
-// consecutive columns from a multiple of 8 are 8 consecutive f16/bf16
-// elements, also ts_epi_store8(batch, row, col, values) (*store8 true), one
-// 16-byte store. False, and nothing written, for other epilogues.
-bool split_epilogue(const EpilogueVars& v, const loop::Stmt& epilogue, CodeSink& out, const char** value_type,
-                    bool* store8);
+// returns the stored value, ts_epi_store(batch, row, col, value) stores it.
+// A caller computes several values before it stores any, so that their
+// loads overlap; with one lambda each element's loads wait for the store
+// before them (the buffers may alias). Where 8 consecutive columns from a
+// multiple of 8 are 8 consecutive elements of an f16/bf16/f32 buffer, also
+// ts_epi_store8(batch, row, col, values): 16-byte stores. nullopt, and
+// nothing written, for other epilogues.
+struct SplitEpilogue {
+  const char* value_type;  // the register type ts_epi_value returns
+  bool store8;             // ts_epi_store8 exists
+};
+std::optional<SplitEpilogue> split_epilogue(const EpilogueVars& v, const loop::Stmt& epilogue, CodeSink& out);
 // With ts_i, ts_j (a multiple of 8), ts_M and ts_N in scope: the values of
 // columns ts_j .. ts_j + 7 of row ts_i (`acc`, an expression of ts_q, gives
 // the accumulator of column ts_j + ts_q), then their stores.
-void split_epilogue_chunk(CodeSink& out, const std::string& batch, const std::string& acc, const char* value_type,
-                          bool store8);
+void split_epilogue_chunk(CodeSink& out, const SplitEpilogue& split, const std::string& batch, const std::string& acc);
 // The contract's (batch, i, j, acc).
 EpilogueVars contract_epilogue_vars(const loop::ContractView& c);
 

@@ -595,7 +595,7 @@ class MmaWriter {
     line(str_cat("const int ts_wm = ts_warp / ", t_.warps_n, ", ts_wn = ts_warp % ", t_.warps_n,
                  ", ts_g = ts_lane >> 2, ts_t = ts_lane & 3;"));
     line(str_cat("const long long ts_n0 = (long long)blockIdx.x * ", t_.bn, "ll;"));
-    split_ = p_.async_copy && split_epilogue(contract_epilogue_vars(c_), c_.epilogue, out_, &split_type_, &store8_);
+    if (p_.async_copy) split_ = split_epilogue(contract_epilogue_vars(c_), c_.epilogue, out_);
     if (!split_) epilogue_lambda(contract_epilogue_vars(c_), c_.epilogue, out_);
     line("for (long long ts_my = blockIdx.y; ts_my < ts_tiles_m * ts_B; ts_my += gridDim.y) {");
     out_.indent(1);
@@ -1093,7 +1093,7 @@ class MmaWriter {
       out_.indent(1);
       line(str_cat("const int ts_r = ts_e / ", t_.bn / 8, ", ts_c = ts_e % ", t_.bn / 8, " * 8;"));
       line("const long long ts_i = ts_m0 + ts_r, ts_j = ts_n0 + ts_c;");
-      split_epilogue_chunk(out_, batch, "ts_Cs[ts_r][ts_c + ts_q]", split_type_, store8_);
+      split_epilogue_chunk(out_, *split_, batch, "ts_Cs[ts_r][ts_c + ts_q]");
       out_.indent(-1);
       line("}");
     } else {
@@ -1126,9 +1126,7 @@ class MmaWriter {
   const MmaTiles& t_;
   CodeSink& out_;
   bool halves_ = false;
-  bool split_ = false;               // ts_epi_value / ts_epi_store exist (split_epilogue)
-  const char* split_type_ = "float";  // the register type ts_epi_value returns
-  bool store8_ = false;               // and ts_epi_store8 stores 8 consecutive columns at once
+  std::optional<SplitEpilogue> split_;  // the epilogue's ts_epi_value / ts_epi_store
   const char* sm_ = "ts_dsmem";  // the byte array the pipeline's stages are offsets into
   int kpack_ = 1, units_per_row_ = 0, row_units_ = 0, wm_ = 0, wn_ = 0, mt_ = 0, nt_ = 0;
   Side a_, b_;
@@ -1166,18 +1164,17 @@ void epilogue_lambda(const EpilogueVars& v, const loop::Stmt& epilogue, CodeSink
   out.line("};");
 }
 
-bool split_epilogue(const EpilogueVars& v, const loop::Stmt& epilogue, CodeSink& out, const char** value_type,
-                    bool* store8) {
+std::optional<SplitEpilogue> split_epilogue(const EpilogueVars& v, const loop::Stmt& epilogue, CodeSink& out) {
   std::vector<const loop::StmtNode*> lets;
   const loop::StmtNode* s = epilogue.node.get();
   while (s && s->kind == loop::StmtKind::Let) {
     lets.push_back(s);
     s = s->body[0].node.get();
   }
-  if (!s || s->kind != loop::StmtKind::Store || s->buffer->scope != loop::BufferScope::Param) return false;
+  if (!s || s->kind != loop::StmtKind::Store || s->buffer->scope != loop::BufferScope::Param) return std::nullopt;
   for (const loop::StmtNode* l : lets)
     for (const Expr& x : s->indices)
-      if (loop::mentions_var(x, l->var)) return false;
+      if (loop::mentions_var(x, l->var)) return std::nullopt;
   const char* type = register_type(s->value.dtype());
   const std::string head = str_cat("const long long ", var_name(v.batch), ", const long long ", var_name(v.row),
                                    ", const long long ", var_name(v.col), ", ");
@@ -1229,16 +1226,14 @@ bool split_epilogue(const EpilogueVars& v, const loop::Stmt& epilogue, CodeSink&
     out.indent(-1);
     out.line("};");
   }
-  *value_type = type;
-  *store8 = wide;
-  return true;
+  return SplitEpilogue{type, wide};
 }
 
-void split_epilogue_chunk(CodeSink& out, const std::string& batch, const std::string& acc, const char* value_type,
-                          bool store8) {
+void split_epilogue_chunk(CodeSink& out, const SplitEpilogue& split, const std::string& batch, const std::string& acc) {
+  const bool store8 = split.store8;
   out.line("if (ts_i < ts_M) {");
   out.indent(1);
-  out.line(str_cat(value_type, " ts_v[8];"));
+  out.line(str_cat(split.value_type, " ts_v[8];"));
   unrolled_loops(out, {{"ts_q", 8}}, [&] {
     out.line(str_cat("if (ts_j + ts_q < ts_N) ts_v[ts_q] = ts_epi_value(", batch, ", ts_i, ts_j + ts_q, ", acc, ");"));
   });

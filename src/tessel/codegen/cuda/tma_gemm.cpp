@@ -125,7 +125,7 @@ class TmaGemmWriter {
     line(str_cat("const unsigned ts_full = ts_sm_addr + ", bar_start_, "u, ts_empty = ts_full + ", S * 8, "u;"));
     tile_order();
     line("const int ts_tid = (int)threadIdx.x;");
-    split_ = split_epilogue(contract_epilogue_vars(c_), c_.epilogue, out_, &split_type_, &store8_);
+    split_ = split_epilogue(contract_epilogue_vars(c_), c_.epilogue, out_);
     if (!split_) epilogue_lambda(contract_epilogue_vars(c_), c_.epilogue, out_);
     line("if (ts_tid == 0) {");
     out_.indent(1);
@@ -293,8 +293,8 @@ class TmaGemmWriter {
       line("for (int ts_e = ts_ltid; ts_e < 256; ts_e += 128) {");
       out_.indent(1);
       line("const long long ts_i = ts_m0 + ts_wg * 64 + (ts_e >> 2), ts_j = ts_n0 + ts_c * 32 + (ts_e & 3) * 8;");
-      split_epilogue_chunk(out_, batch, str_cat("ts_cs[(ts_e >> 2) * ", kStageLd, " + (ts_e & 3) * 8 + ts_q]"),
-                           split_type_, store8_);
+      split_epilogue_chunk(out_, *split_, batch,
+                           str_cat("ts_cs[(ts_e >> 2) * ", kStageLd, " + (ts_e & 3) * 8 + ts_q]"));
       out_.indent(-1);
       line("}");
     } else {
@@ -329,8 +329,7 @@ class TmaGemmWriter {
   int bn_;
   CodeSink& out_;
   bool n_major_ = false;
-  bool split_ = false, store8_ = false;  // split_epilogue's lambdas
-  const char* split_type_ = "float";
+  std::optional<SplitEpilogue> split_;  // the epilogue's ts_epi_value / ts_epi_store
   std::optional<TmaOperand> a_, b_;
   int64_t a_stage_ = 0, b_stage_ = 0, b_start_ = 0, bar_start_ = 0, staging_start_ = 0;
 };
