@@ -43,9 +43,10 @@ run_stage() {
         --gtest_filter='*OutOfMemory*' 2>&1 | tee -a "$out/memcheck.log" | tail -5
       status=$((status || PIPESTATUS[0]))
       # Shared-memory hazards of the GEMM kernels (the cp.async stages, the
-      # double buffer) and of the row reductions.
+      # double buffer), flash attention (its two K/V buffers) and the row
+      # reductions.
       compute-sanitizer --tool racecheck --error-exitcode 1 gpu-bundle/tessel_gpu_tests \
-        --gtest_filter='GpuMma.*:GpuKernels.RowReductions*' 2>&1 | tee "$out/racecheck.log" | tail -5
+        --gtest_filter='GpuMma.*:GpuFlash.*:GpuKernels.RowReductions*' 2>&1 | tee "$out/racecheck.log" | tail -5
       return $((status || PIPESTATUS[0]))
       ;;
     models)
