@@ -461,6 +461,7 @@ inline int atomicCAS(int* p, int expected, int desired) { return ts_emu::atomic_
   inline void ts_ldsm_x4(unsigned* d, const void* row) { ts_emu::ldmatrix(4, false, d, row); }          \
   inline void ts_ldsm_x2(unsigned* d, const void* row) { ts_emu::ldmatrix(2, false, d, row); }          \
   inline void ts_ldsm_x2_trans(unsigned* d, const void* row) { ts_emu::ldmatrix(2, true, d, row); }    \
+  inline void ts_ldsm_x4_trans(unsigned* d, const void* row) { ts_emu::ldmatrix(4, true, d, row); }    \
   inline void ts_cp16(void* smem, const void* gmem, bool full) {                                        \
     if (full) {                                                                                         \
       std::memcpy(smem, gmem, 16);                                                                      \

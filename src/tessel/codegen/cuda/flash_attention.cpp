@@ -240,11 +240,15 @@ class FlashWriter {
   void scores() {
     line("float ts_s[8][4];");
     loop("ts_q", 8, [&] { line("ts_s[ts_q][0] = ts_s[ts_q][1] = ts_s[ts_q][2] = ts_s[ts_q][3] = 0.0f;"); });
+    // One ldmatrix.x4 gives the B fragments of two 8-key tiles: lanes 0-15
+    // address keys 16 np + 0-7 (k low, high), lanes 16-31 keys 16 np + 8-15.
     loop("ts_kk", d_ / 16, [&] {
-      loop("ts_nt", 8, [&] {
-        line("unsigned ts_kb[2];");
-        line("ts_ldsm_x2(ts_kb, &ts_Kb[ts_nt * 8 + (ts_lane & 7)][ts_kk * 16 + ((ts_lane >> 3) & 1) * 8]);");
-        line(str_cat("ts_mma_", half_, "(ts_s[ts_nt], ts_qf[ts_kk], ts_kb);"));
+      loop("ts_np", 4, [&] {
+        line("unsigned ts_kb[4];");
+        line("ts_ldsm_x4(ts_kb, &ts_Kb[ts_np * 16 + (ts_lane >> 4) * 8 + (ts_lane & 7)]"
+             "[ts_kk * 16 + ((ts_lane >> 3) & 1) * 8]);");
+        line(str_cat("ts_mma_", half_, "(ts_s[2 * ts_np], ts_qf[ts_kk], ts_kb);"));
+        line(str_cat("ts_mma_", half_, "(ts_s[2 * ts_np + 1], ts_qf[ts_kk], ts_kb + 2);"));
       });
     });
     loop("ts_nt", 8, [&] {
@@ -295,10 +299,13 @@ class FlashWriter {
       line(str_cat("const unsigned ts_pa[4] = {", pack, "(ts_s[2 * ts_kk][0], ts_s[2 * ts_kk][1]), ", pack,
                    "(ts_s[2 * ts_kk][2], ts_s[2 * ts_kk][3]), ", pack, "(ts_s[2 * ts_kk + 1][0], ts_s[2 * ts_kk + 1][1]), ",
                    pack, "(ts_s[2 * ts_kk + 1][2], ts_s[2 * ts_kk + 1][3])};"));
-      loop("ts_nt", e_ / 8, [&] {
-        line("unsigned ts_vb[2];");
-        line("ts_ldsm_x2_trans(ts_vb, &ts_Vb[ts_kk * 16 + (ts_lane & 15)][ts_nt * 8]);");
-        line(str_cat("ts_mma_", half_, "(ts_o[ts_nt], ts_pa, ts_vb);"));
+      // ldmatrix.x4.trans: V's B fragments of two 8-column tiles (lanes
+      // 16-31 address the second).
+      loop("ts_np", e_ / 16, [&] {
+        line("unsigned ts_vb[4];");
+        line("ts_ldsm_x4_trans(ts_vb, &ts_Vb[ts_kk * 16 + (ts_lane & 15)][ts_np * 16 + (ts_lane >> 4) * 8]);");
+        line(str_cat("ts_mma_", half_, "(ts_o[2 * ts_np], ts_pa, ts_vb);"));
+        line(str_cat("ts_mma_", half_, "(ts_o[2 * ts_np + 1], ts_pa, ts_vb + 2);"));
       });
     });
   }

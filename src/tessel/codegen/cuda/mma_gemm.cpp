@@ -422,6 +422,10 @@ TS_D void ts_ldsm_x2_trans(unsigned* d, const void* row) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];"
                : "=r"(d[0]), "=r"(d[1]) : "r"(ts_smem_addr(row)));
 }
+TS_D void ts_ldsm_x4_trans(unsigned* d, const void* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3]) : "r"(ts_smem_addr(row)));
+}
 // Eight halves, for 16-byte loads and stores.
 struct __align__(16) ts_u4 { unsigned x, y, z, w; };
 // Two accumulators, for 8-byte shared stores.
