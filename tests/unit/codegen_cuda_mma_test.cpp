@@ -732,7 +732,8 @@ TEST(FlashAttention, CompilesForHopperAndAmpere) {
 // Runs `text` (an attention kernel with q, k, v of half type t and an f32
 // output of `out_elems`) on the host emulation and through the evaluator;
 // returns the largest error relative to 1 + |want| and the outputs.
-double flash_emulation_error(const std::string& text, DType t, std::vector<float>* got_out) {
+double flash_emulation_error(const std::string& text, DType t, std::vector<float>* got_out,
+                             const GemmTarget& target = {}) {
   const std::string cxx = host_compiler();
   const loop::Kernel k = loop::parse_kernel(text);
   std::mt19937_64 rng(3);
@@ -754,7 +755,7 @@ double flash_emulation_error(const std::string& text, DType t, std::vector<float
   bufs.emplace_back(static_cast<size_t>(4 * outs), 0xff);
   std::vector<float> want(static_cast<size_t>(outs));
   EXPECT_EQ(loop::run_kernel(k, {bufs[0].data(), bufs[1].data(), bufs[2].data(), want.data()}, {}), 0);
-  EXPECT_EQ(run_on_host(k, {}, bufs, cxx), 0);
+  EXPECT_EQ(run_on_host(k, {}, bufs, cxx, target), 0);
   got_out->assign(want.size(), 0.0f);
   std::memcpy(got_out->data(), bufs[3].data(), bufs[3].size());
   double worst = 0;
@@ -783,6 +784,26 @@ TEST(FlashAttention, EmulationMatchesTheEvaluator) {
       "select(j > i + 50, -inff32, 0.0f32), f16) {\n    o[bh, i, e] = acc\n  }\n}\n",
       DType::F16, &got);
   EXPECT_LT(f16, 1e-2);
+}
+
+// The scores by wgmma (GemmTarget::flash_wgmma) from the swizzled Q and K
+// tiles: head sizes 64 (one swizzled region) and 128 (two), several key
+// tiles (the two K buffers), partial query blocks and key tiles, a mask.
+TEST(FlashAttention, WgmmaScoresMatchTheEvaluator) {
+  if (host_compiler().empty()) GTEST_SKIP() << "no host C++ compiler (c++ or $CXX)";
+  GemmTarget hopper;
+  hopper.wgmma = hopper.flash_wgmma = true;
+  for (int d : {64, 128}) {
+    const std::string text = str_cat(
+        "kernel flash_w", d, "(in %q: bf16[2, 90, ", d, "], in %k: bf16[2, 150, ", d, "], in %v: bf16[2, 150, 32], "
+        "out %o: f32[2, 90, 32]) {\n  attention bh in [0, 2), i in [0, 90), j in [0, 150), d in [0, ", d,
+        "), e in [0, 32): acc = softmax_dot(cast<f32>(q[bh, i, d]), cast<f32>(k[bh, j, d]), cast<f32>(v[bh, j, e]), "
+        "0.125f32, select(j > i + 70, -inff32, 0.0f32), bf16) {\n    o[bh, i, e] = acc\n  }\n}\n");
+    EXPECT_NE(emit_cuda_source({loop::parse_kernel(text)}, hopper).code.find("ts_wgmma_bf16_n64_t0(&ts_s[0][0]"),
+              std::string::npos);
+    std::vector<float> got;
+    EXPECT_LT(flash_emulation_error(text, DType::BF16, &got, hopper), 1e-2) << d;
+  }
 }
 
 // Both operands transposed (the other load orders), f16, the 64-row tiles.

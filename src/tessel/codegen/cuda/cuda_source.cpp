@@ -438,7 +438,7 @@ class KernelWriter final : public CodeSink {
   }
 
   void attention(const StmtNode& s) {
-    own_kernel("attention", [&] { return emit_flash_attention(s, *this); });
+    own_kernel("attention", [&] { return emit_flash_attention(s, *this, gemm_.flash_wgmma); });
   }
 
   void contract(const StmtNode& s) {

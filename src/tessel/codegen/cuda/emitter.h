@@ -172,7 +172,9 @@ bool vectorizable(const loop::ExprNode& load, const std::string& vec, const loop
 // of flash_attention.cpp and returns its launch geometry. Throws for head
 // sizes it does not take (constant multiples of 16 up to 256) and operands
 // that are not bf16 or f16 values.
-LaunchGeometry emit_flash_attention(const loop::StmtNode& attention, CodeSink& out);
+// With `wgmma` (sm_90a) and head sizes d that are multiples of 64, the
+// scores come from wgmma on 128-byte swizzled Q and K tiles.
+LaunchGeometry emit_flash_attention(const loop::StmtNode& attention, CodeSink& out, bool wgmma);
 
 // ---- the warp-specialised TMA GEMM (tma_gemm.cpp, MmaPlan::tma) ----
 

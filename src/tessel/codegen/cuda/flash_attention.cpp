@@ -37,7 +37,7 @@ constexpr int kRows = 64, kKeys = 64, kThreads = 128;
 
 class FlashWriter {
  public:
-  FlashWriter(const loop::StmtNode& s, CodeSink& out) : a_(loop::attention_parts(s)), out_(out) {
+  FlashWriter(const loop::StmtNode& s, CodeSink& out, bool wgmma) : a_(loop::attention_parts(s)), out_(out) {
     int64_t d = 0, e = 0;
     TS_CHECK(loop::as_const_int(loop::simplify(a_.d_extent), &d) &&
                  loop::as_const_int(loop::simplify(a_.e_extent), &e) && d > 0 && e > 0 && d % 16 == 0 &&
@@ -53,6 +53,7 @@ class FlashWriter {
       fail("cuda codegen: the attention kernel takes q, k and v that are bf16 or f16 values");
     }
     async_ = copyable(a_.k, a_.j, a_.d, d_) && copyable(a_.v, a_.j, a_.e, e_);
+    wgmma_ = wgmma && async_ && d_ % 64 == 0;
   }
 
   void write() {
@@ -66,25 +67,44 @@ class FlashWriter {
     // Scores in base 2: exp2f is one MUFU.EX2 and a little range handling.
     line(str_cat("const float ts_scale = ", ex.emit(a_.scale), " * 0x1.715476p+0f;  // log2(e)"));
     line("const float ts_ninf = __int_as_float(0xff800000);  // -inf");
-    line("extern __shared__ __align__(16) unsigned char ts_dsmem[];");
+    line(str_cat("extern __shared__ __align__(", wgmma_ ? 1024 : 16, ") unsigned char ts_dsmem[];"));
     const int qd = d_ + 8, vd = e_ + 8;  // padded rows (halves): ldmatrix rows on distinct banks
-    line(str_cat("unsigned short (*ts_Qs)[", qd, "] = reinterpret_cast<unsigned short (*)[", qd, "]>(ts_dsmem);"));
-    line(str_cat("unsigned short (*ts_Ks)[", qd, "] = reinterpret_cast<unsigned short (*)[", qd, "]>(ts_dsmem + ",
-                 kRows * qd * 2, ");"));
-    line(str_cat("unsigned short (*ts_Vs)[", vd, "] = reinterpret_cast<unsigned short (*)[", vd, "]>(ts_dsmem + ",
-                 (kRows + buffers() * kKeys) * qd * 2, ");"));
+    if (wgmma_) {
+      // Q and K as wgmma reads them: 128-byte swizzled K-major tiles (1024-
+      // byte aligned), 64 columns (128 bytes) a region of 64 rows; V padded.
+      line("unsigned char* const ts_sm = ts_dsmem + ((1024u - (ts_smem_addr(ts_dsmem) & 1023u)) & 1023u);");
+      line("unsigned char* const ts_Qw = ts_sm;");
+      line(str_cat("unsigned char* const ts_Kw = ts_sm + ", tile_bytes(), ";"));
+      line(str_cat("unsigned short (*ts_Vs)[", vd, "] = reinterpret_cast<unsigned short (*)[", vd, "]>(ts_sm + ",
+                   3 * tile_bytes(), ");"));
+      line("// Byte offset of halves (r, c .. c + 7), c a multiple of 8, in a swizzled tile.");
+      line("auto ts_swz = [](int r, int c) -> unsigned {");
+      line("  return (unsigned)((c >> 6) * 8192 + r * 128 + ((((c >> 3) & 7) ^ (r & 7)) << 4));");
+      line("};");
+    } else {
+      line(str_cat("unsigned short (*ts_Qs)[", qd, "] = reinterpret_cast<unsigned short (*)[", qd, "]>(ts_dsmem);"));
+      line(str_cat("unsigned short (*ts_Ks)[", qd, "] = reinterpret_cast<unsigned short (*)[", qd, "]>(ts_dsmem + ",
+                   kRows * qd * 2, ");"));
+      line(str_cat("unsigned short (*ts_Vs)[", vd, "] = reinterpret_cast<unsigned short (*)[", vd, "]>(ts_dsmem + ",
+                   (kRows + buffers() * kKeys) * qd * 2, ");"));
+    }
     line("const int ts_tid = (int)threadIdx.x, ts_warp = ts_tid >> 5, ts_lane = ts_tid & 31;");
     line("const int ts_g = ts_lane >> 2, ts_t = ts_lane & 3;");
     line("const long long ts_m0 = (long long)blockIdx.x * 64ll;");
     lambdas();
     line("for (long long ts_bh = blockIdx.y; ts_bh < ts_B; ts_bh += gridDim.y) {");
     out_.indent(1);
-    load_tile("ts_Qs", a_.q, a_.i, "ts_m0", "ts_M", a_.d, d_, kRows);
-    line("__syncthreads();");
-    line(str_cat("unsigned ts_qf[", d_ / 16, "][4];"));
-    loop("ts_kk", d_ / 16, [&] {
-      line("ts_ldsm_x4(ts_qf[ts_kk], &ts_Qs[ts_warp * 16 + (ts_lane & 15)][ts_kk * 16 + (ts_lane >> 4) * 8]);");
-    });
+    load_tile(wgmma_ ? "ts_Qw" : "ts_Qs", a_.q, a_.i, "ts_m0", "ts_M", a_.d, d_, kRows);
+    if (wgmma_) {
+      line("ts_fence_async_smem();  // Q, written by the threads, read by wgmma");
+      line("__syncthreads();");
+    } else {
+      line("__syncthreads();");
+      line(str_cat("unsigned ts_qf[", d_ / 16, "][4];"));
+      loop("ts_kk", d_ / 16, [&] {
+        line("ts_ldsm_x4(ts_qf[ts_kk], &ts_Qs[ts_warp * 16 + (ts_lane & 15)][ts_kk * 16 + (ts_lane >> 4) * 8]);");
+      });
+    }
     line(str_cat("float ts_o[", e_ / 8, "][4];"));
     loop("ts_q", e_ / 8, [&] { line("ts_o[ts_q][0] = ts_o[ts_q][1] = ts_o[ts_q][2] = ts_o[ts_q][3] = 0.0f;"); });
     line("float ts_mx[2] = {ts_ninf, ts_ninf}, ts_l[2] = {0.0f, 0.0f};");
@@ -106,8 +126,13 @@ class FlashWriter {
       line("}");
       line("ts_cp_commit();");
       line("ts_cp_wait<1>();  // tile t has landed (the newest group is t + 1's, or empty)");
+      if (wgmma_) line("ts_fence_async_smem();  // K, copied by cp.async, read by wgmma");
       line("__syncthreads();");
-      line(str_cat("unsigned short (*ts_Kb)[", qd, "] = ts_Ks + ts_buf * ", kKeys, ";"));
+      if (wgmma_) {
+        line(str_cat("const unsigned ts_kaddr = ts_smem_addr(ts_Kw) + (unsigned)ts_buf * ", tile_bytes(), "u;"));
+      } else {
+        line(str_cat("unsigned short (*ts_Kb)[", qd, "] = ts_Ks + ts_buf * ", kKeys, ";"));
+      }
       line(str_cat("unsigned short (*ts_Vb)[", vd, "] = ts_Vs + ts_buf * ", kKeys, ";"));
     } else {
       line("__syncthreads();  // the previous tile is consumed");
@@ -140,8 +165,9 @@ class FlashWriter {
     g.grid[0] = loop::simplify(loop::floordiv(a_.m + Expr(kRows - 1), Expr(kRows)));
     g.grid[1] = loop::simplify(loop::min(a_.batch_extent, Expr(65535)));
     g.block[0] = Expr(kThreads);
-    g.shared_bytes =
-        static_cast<unsigned>((int64_t{kRows + buffers() * kKeys} * (d_ + 8) + int64_t{buffers() * kKeys} * (e_ + 8)) * 2);
+    const int64_t v_bytes = int64_t{buffers() * kKeys} * (e_ + 8) * 2;
+    g.shared_bytes = static_cast<unsigned>(
+        wgmma_ ? 1024 + 3 * tile_bytes() + v_bytes : int64_t{kRows + buffers() * kKeys} * (d_ + 8) * 2 + v_bytes);
     return g;
   }
 
@@ -151,6 +177,8 @@ class FlashWriter {
   void loop(const char* v, int n, const std::function<void()>& body) { unrolled_loops(out_, {{v, n}}, body); }
 
   int buffers() const { return async_ ? 2 : 1; }
+  // A swizzled Q or K tile (64 rows of d halves), bytes.
+  int tile_bytes() const { return kRows * d_ * 2; }
 
   // The plain load of `value` when 16-byte copies of 8 consecutive columns
   // read it exactly (else nullptr).
@@ -175,9 +203,11 @@ class FlashWriter {
       out_.indent(1);
       line(str_cat("const int ts_r = ts_e / ", per_row, ", ts_c = ts_e % ", per_row, " * 8;"));
       row_indices(a_.j, n0, "ts_N", col_var);
-      line(str_cat("ts_cp16_at((unsigned char*)&", tile, "[", buf, " * ", kKeys, " + ts_r][ts_c], 0u, &",
-                   buffer_name(load->buffer->name), "[", out_.expr().flat_index(*load->buffer, load->args),
-                   "], ts_at < ts_N);"));
+      const std::string dst = wgmma_ && std::string(tile) == "ts_Ks"
+                                  ? str_cat("ts_Kw + ", buf, " * ", tile_bytes(), ", ts_swz(ts_r, ts_c)")
+                                  : str_cat("(unsigned char*)&", tile, "[", buf, " * ", kKeys, " + ts_r][ts_c], 0u");
+      line(str_cat("ts_cp16_at(", dst, ", &", buffer_name(load->buffer->name), "[",
+                   out_.expr().flat_index(*load->buffer, load->args), "], ts_at < ts_N);"));
       out_.indent(-1);
       line("}");
     };
@@ -211,7 +241,7 @@ class FlashWriter {
       row_indices(row_var, row0, extent, col_var);
       line(str_cat("const ts_u4 ts_v = *(const ts_u4*)&", buffer_name(load->buffer->name), "[",
                    out_.expr().flat_index(*load->buffer, load->args), "];"));
-      line(str_cat("*(ts_u4*)&", tile, "[ts_r][ts_c] = ts_at < ", extent, " ? ts_v : ts_u4{0u, 0u, 0u, 0u};"));
+      line(str_cat("*(ts_u4*)", at(tile, "ts_c"), " = ts_at < ", extent, " ? ts_v : ts_u4{0u, 0u, 0u, 0u};"));
       out_.indent(-1);
       line("}");
       return;
@@ -221,9 +251,18 @@ class FlashWriter {
     line(str_cat("const int ts_r = ts_e / ", width, ", ts_c = ts_e % ", width, ";"));
     row_indices(row_var, row0, extent, col_var);
     line(str_cat("const float ts_v = ts_at < ", extent, " ? ", out_.expr().emit(value), " : 0.0f;"));
-    line(str_cat(tile, "[ts_r][ts_c] = ", half_ == std::string("bf16") ? "ts_f2bf(ts_v)" : "ts_f2h(ts_v)", ";"));
+    line(str_cat("*(unsigned short*)", at(tile, "ts_c"), " = ", half_ == std::string("bf16") ? "ts_f2bf(ts_v)" : "ts_f2h(ts_v)",
+                 ";"));
     out_.indent(-1);
     line("}");
+  }
+
+  // The address of tile element (ts_r, col): a padded tile's, or in the
+  // swizzled Q tile (ts_Qw) the 16-byte unit's plus the element's offset.
+  static std::string at(const char* tile, const char* col) {
+    if (std::string(tile) == "ts_Qw")
+      return str_cat("(ts_Qw + ts_swz(ts_r, ", col, " & ~7) + (", col, " & 7) * 2)");
+    return str_cat("&", tile, "[ts_r][", col, "]");
   }
 
   // The operand's variables at tile element (ts_r, ts_c): the batch entry,
@@ -240,8 +279,28 @@ class FlashWriter {
   void scores() {
     line("float ts_s[8][4];");
     loop("ts_q", 8, [&] { line("ts_s[ts_q][0] = ts_s[ts_q][1] = ts_s[ts_q][2] = ts_s[ts_q][3] = 0.0f;"); });
-    // One ldmatrix.x4 gives the B fragments of two 8-key tiles: lanes 0-15
-    // address keys 16 np + 0-7 (k low, high), lanes 16-31 keys 16 np + 8-15.
+    if (wgmma_) {
+      // The warpgroup's 64 x 64 scores: m64n64k16 steps over d, 32 bytes
+      // apart in a swizzled region, 8 KB between regions. Its accumulators
+      // are mma.sync's m16n8 tiles side by side (warp w: rows 16 w ..).
+      line("ts_wgmma_fence();");
+      loop("ts_kk", d_ / 16, [&] {
+        line("const unsigned ts_ko = (unsigned)(ts_kk >> 2) * 8192u + (unsigned)(ts_kk & 3) * 32u;");
+        line(str_cat("ts_wgmma_", half_, "_n64_t0(&ts_s[0][0], ts_wdesc(ts_smem_addr(ts_Qw) + ts_ko), "
+                     "ts_wdesc(ts_kaddr + ts_ko));"));
+      });
+      line("ts_wgmma_commit();");
+      line("ts_wgmma_wait0();");
+    } else {
+      key_fragments();
+    }
+    scale_and_bias();
+  }
+
+  // S = Q K^T with mma.sync: one ldmatrix.x4 gives the B fragments of two
+  // 8-key tiles: lanes 0-15 address keys 16 np + 0-7 (k low, high), lanes
+  // 16-31 keys 16 np + 8-15.
+  void key_fragments() {
     loop("ts_kk", d_ / 16, [&] {
       loop("ts_np", 4, [&] {
         line("unsigned ts_kb[4];");
@@ -251,6 +310,9 @@ class FlashWriter {
         line(str_cat("ts_mma_", half_, "(ts_s[2 * ts_np + 1], ts_qf[ts_kk], ts_kb + 2);"));
       });
     });
+  }
+
+  void scale_and_bias() {
     loop("ts_nt", 8, [&] {
       loop("ts_r", 4, [&] {
         line("const long long ts_i = ts_m0 + ts_warp * 16 + ts_g + (ts_r >> 1) * 8;");
@@ -340,12 +402,13 @@ class FlashWriter {
   int d_ = 0, e_ = 0;
   const char* half_ = "bf16";
   bool async_ = false;  // K and V are plain loads: cp.async, two buffers
+  bool wgmma_ = false;  // scores by wgmma (sm_90a, d a multiple of 64, async_)
 };
 
 }  // namespace
 
-LaunchGeometry emit_flash_attention(const loop::StmtNode& s, CodeSink& out) {
-  FlashWriter w(s, out);
+LaunchGeometry emit_flash_attention(const loop::StmtNode& s, CodeSink& out, bool wgmma) {
+  FlashWriter w(s, out, wgmma);
   w.write();
   return w.launch();
 }

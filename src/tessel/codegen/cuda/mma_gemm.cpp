@@ -262,6 +262,8 @@ GemmTarget gemm_target_for(const std::string& arch) {
     TS_CHECK(*end == 0 && v >= 0, "TESSEL_CUDA_TMA_MIN_K must be a count of elements, got '", k, "'");
     t.tma_min_k = t.tma_min_k_cheap = v;
   }
+  const char* flash = std::getenv("TESSEL_CUDA_FLASH_WGMMA");
+  t.flash_wgmma = t.wgmma && flash && std::string(flash) == "1";
   return t;
 }
 

@@ -125,6 +125,9 @@ struct GemmTarget {
   // most 8 float operations (use_tma in mma_gemm.cpp says why).
   int64_t tma_min_k = 1024, tma_min_k_cheap = 256;
   int sm_count = 132;  // multiprocessors (H100/H200 SXM: 132)
+  // Flash attention's scores Q K^T by wgmma from swizzled shared tiles
+  // (flash_attention.cpp); off until measured: TESSEL_CUDA_FLASH_WGMMA=1.
+  bool flash_wgmma = false;
 };
 
 // The schedule of a Contract statement: precision from its operands, the
@@ -141,7 +144,8 @@ bool arch_has_wgmma(const std::string& arch);
 // compare with, or fall back to, the mma.sync pipeline).
 bool use_wgmma_for(const std::string& arch);
 // wgmma from use_wgmma_for; tma unless TESSEL_CUDA_TMA=0; both of tma's K
-// thresholds from TESSEL_CUDA_TMA_MIN_K when set (to measure them).
+// thresholds from TESSEL_CUDA_TMA_MIN_K when set (to measure them);
+// flash_wgmma with wgmma and TESSEL_CUDA_FLASH_WGMMA=1.
 GemmTarget gemm_target_for(const std::string& arch);
 
 // Whether `e` is always a value of type t (f16 or bf16) held in f32:
