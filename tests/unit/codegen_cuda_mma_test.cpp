@@ -786,23 +786,27 @@ TEST(FlashAttention, EmulationMatchesTheEvaluator) {
   EXPECT_LT(f16, 1e-2);
 }
 
-// The scores by wgmma (GemmTarget::flash_wgmma) from the swizzled Q and K
-// tiles: head sizes 64 (one swizzled region) and 128 (two), several key
-// tiles (the two K buffers), partial query blocks and key tiles, a mask.
-TEST(FlashAttention, WgmmaScoresMatchTheEvaluator) {
+// wgmma in flash attention (GemmTarget::flash_wgmma): the scores from the
+// swizzled Q and K tiles (head sizes d = 64, one swizzled region, and 128,
+// two) and, where e is a multiple of 64, P V with P from registers and V
+// N-major; several key tiles (the two buffers), partial query blocks and
+// key tiles, a mask.
+TEST(FlashAttention, WgmmaMatchesTheEvaluator) {
   if (host_compiler().empty()) GTEST_SKIP() << "no host C++ compiler (c++ or $CXX)";
   GemmTarget hopper;
   hopper.wgmma = hopper.flash_wgmma = true;
-  for (int d : {64, 128}) {
+  for (const auto& [d, e] : std::vector<std::pair<int, int>>{{64, 32}, {128, 64}, {64, 128}}) {
     const std::string text = str_cat(
-        "kernel flash_w", d, "(in %q: bf16[2, 90, ", d, "], in %k: bf16[2, 150, ", d, "], in %v: bf16[2, 150, 32], "
-        "out %o: f32[2, 90, 32]) {\n  attention bh in [0, 2), i in [0, 90), j in [0, 150), d in [0, ", d,
-        "), e in [0, 32): acc = softmax_dot(cast<f32>(q[bh, i, d]), cast<f32>(k[bh, j, d]), cast<f32>(v[bh, j, e]), "
-        "0.125f32, select(j > i + 70, -inff32, 0.0f32), bf16) {\n    o[bh, i, e] = acc\n  }\n}\n");
-    EXPECT_NE(emit_cuda_source({loop::parse_kernel(text)}, hopper).code.find("ts_wgmma_bf16_n64_t0(&ts_s[0][0]"),
-              std::string::npos);
+        "kernel flash_w", d, "_", e, "(in %q: bf16[2, 90, ", d, "], in %k: bf16[2, 150, ", d, "], in %v: bf16[2, 150, ",
+        e, "], out %o: f32[2, 90, ", e, "]) {\n  attention bh in [0, 2), i in [0, 90), j in [0, 150), d in [0, ", d,
+        "), e in [0, ", e, "): acc = softmax_dot(cast<f32>(q[bh, i, d]), cast<f32>(k[bh, j, d]), "
+        "cast<f32>(v[bh, j, e]), 0.125f32, select(j > i + 70, -inff32, 0.0f32), bf16) {\n    o[bh, i, e] = acc\n"
+        "  }\n}\n");
+    const std::string code = emit_cuda_source({loop::parse_kernel(text)}, hopper).code;
+    EXPECT_NE(code.find("ts_wgmma_bf16_n64_t0(&ts_s[0][0]"), std::string::npos);
+    EXPECT_EQ(code.find(str_cat("ts_wgmma_rs_bf16_n", e, "_t1(&ts_o[0][0]")) != std::string::npos, e % 64 == 0) << e;
     std::vector<float> got;
-    EXPECT_LT(flash_emulation_error(text, DType::BF16, &got, hopper), 1e-2) << d;
+    EXPECT_LT(flash_emulation_error(text, DType::BF16, &got, hopper), 1e-2) << d << " " << e;
   }
 }
 

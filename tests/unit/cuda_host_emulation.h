@@ -327,6 +327,43 @@ inline void wgmma(bool bf16, int n, int trans_b, float* d, unsigned long long da
     }
 }
 
+// The same with A from registers: a[0..3] of each thread of the warp hold
+// its 16 rows of A in mma.sync's A fragment layout (a0 row g, k 2t, 2t + 1;
+// a1 row g + 8; a2, a3 the same at k + 8). The warp's lanes meet once to
+// share their fragments.
+inline void wgmma_rs(bool bf16, int n, int trans_b, float* d, const unsigned* a, unsigned long long db) {
+  const unsigned w = (threadIdx.x >> 5) & 3u, lane = threadIdx.x & 31u, g = lane >> 2, t = lane & 3u;
+  Lane& me = lanes[threadIdx.x >> 5][lane];
+  std::memcpy(me.a, a, 4 * sizeof(unsigned));
+  syncwarp();
+  const auto value = [&](unsigned short h) { return bf16 ? bf16_value(h) : h2f(h); };
+  double A[16][16];
+  for (unsigned l = 0; l < 32; ++l) {
+    const Lane& x = lanes[threadIdx.x >> 5][l];
+    const unsigned lg = l >> 2, lt = l & 3u;
+    for (unsigned i = 0; i < 8; ++i) {
+      const unsigned row = lg + 8 * ((i / 2) & 1), col = 2 * lt + (i & 1) + 8 * (i / 4);
+      const unsigned reg = x.a[i / 2];
+      A[row][col] = value(static_cast<unsigned short>(i & 1 ? reg >> 16 : reg & 0xffffu));
+    }
+  }
+  syncwarp();
+  const Descriptor b = decode(db);
+  const auto B = [&](unsigned k, unsigned c) {
+    const unsigned at = trans_b ? b.start + c / 64 * b.lbo + 2 * (c % 64) + k / 8 * b.sbo + k % 8 * 128
+                                : b.start + c / 8 * b.sbo + c % 8 * 128 + 2 * k;
+    return value(swizzled_half(at));
+  };
+  (void)w;
+  for (int j = 0; j < n / 8; ++j)
+    for (unsigned i = 0; i < 4; ++i) {
+      const unsigned row = g + 8 * (i / 2), col = 8 * j + 2 * t + i % 2;
+      double s = d[4 * j + i];
+      for (unsigned k = 0; k < 16; ++k) s += A[row][k] * B(k, col);
+      d[4 * j + i] = static_cast<float>(s);
+    }
+}
+
 // ---- mbarriers, TMA copies and named barriers (the warp-specialised GEMM) ----
 inline Mbarrier& mbarrier(unsigned addr) {
   for (auto& [a, m] : mbarriers)
@@ -483,6 +520,10 @@ inline int atomicCAS(int* p, int expected, int desired) { return ts_emu::atomic_
   inline void ts_wgmma_##type##_n##n##_t##tb(float* d, unsigned long long a, unsigned long long b) { \
     ts_emu::wgmma(#type[0] == 'b', n, tb, d, a, b);                                              \
   }
+#define TS_EMU_WGMMA_RS_HELPER(type, n)                                                           \
+  inline void ts_wgmma_rs_##type##_n##n##_t1(float* d, const unsigned* a, unsigned long long b) { \
+    ts_emu::wgmma_rs(#type[0] == 'b', n, 1, d, a, b);                                            \
+  }
 #define __grid_constant__
 #define TS_EMU_WGMMA_PRELUDE                                                                     \
   using ts_tmap = ts_emu::TensorMap;                                                             \
@@ -526,4 +567,10 @@ inline int atomicCAS(int* p, int expected, int desired) { return ts_emu::atomic_
   TS_EMU_WGMMA_HELPER(f16, 128, 0)                                                               \
   TS_EMU_WGMMA_HELPER(f16, 128, 1)                                                               \
   TS_EMU_WGMMA_HELPER(f16, 256, 0)                                                               \
-  TS_EMU_WGMMA_HELPER(f16, 256, 1)
+  TS_EMU_WGMMA_HELPER(f16, 256, 1)                                                               \
+  TS_EMU_WGMMA_RS_HELPER(bf16, 64)                                                               \
+  TS_EMU_WGMMA_RS_HELPER(bf16, 128)                                                              \
+  TS_EMU_WGMMA_RS_HELPER(bf16, 256)                                                              \
+  TS_EMU_WGMMA_RS_HELPER(f16, 64)                                                                \
+  TS_EMU_WGMMA_RS_HELPER(f16, 128)                                                               \
+  TS_EMU_WGMMA_RS_HELPER(f16, 256)

@@ -54,6 +54,7 @@ class FlashWriter {
     }
     async_ = copyable(a_.k, a_.j, a_.d, d_) && copyable(a_.v, a_.j, a_.e, e_);
     wgmma_ = wgmma && async_ && d_ % 64 == 0;
+    pv_wgmma_ = wgmma_ && e_ % 64 == 0;
   }
 
   void write() {
@@ -75,8 +76,12 @@ class FlashWriter {
       line("unsigned char* const ts_sm = ts_dsmem + ((1024u - (ts_smem_addr(ts_dsmem) & 1023u)) & 1023u);");
       line("unsigned char* const ts_Qw = ts_sm;");
       line(str_cat("unsigned char* const ts_Kw = ts_sm + ", tile_bytes(), ";"));
-      line(str_cat("unsigned short (*ts_Vs)[", vd, "] = reinterpret_cast<unsigned short (*)[", vd, "]>(ts_sm + ",
-                   3 * tile_bytes(), ");"));
+      if (pv_wgmma_) {
+        line(str_cat("unsigned char* const ts_Vw = ts_sm + ", 3 * tile_bytes(), ";  // swizzled, N-major for wgmma"));
+      } else {
+        line(str_cat("unsigned short (*ts_Vs)[", vd, "] = reinterpret_cast<unsigned short (*)[", vd, "]>(ts_sm + ",
+                     3 * tile_bytes(), ");"));
+      }
       line("// Byte offset of halves (r, c .. c + 7), c a multiple of 8, in a swizzled tile.");
       line("auto ts_swz = [](int r, int c) -> unsigned {");
       line("  return (unsigned)((c >> 6) * 8192 + r * 128 + ((((c >> 3) & 7) ^ (r & 7)) << 4));");
@@ -133,7 +138,11 @@ class FlashWriter {
       } else {
         line(str_cat("unsigned short (*ts_Kb)[", qd, "] = ts_Ks + ts_buf * ", kKeys, ";"));
       }
-      line(str_cat("unsigned short (*ts_Vb)[", vd, "] = ts_Vs + ts_buf * ", kKeys, ";"));
+      if (pv_wgmma_) {
+        line(str_cat("const unsigned ts_vaddr = ts_smem_addr(ts_Vw) + (unsigned)ts_buf * ", v_tile_bytes(), "u;"));
+      } else {
+        line(str_cat("unsigned short (*ts_Vb)[", vd, "] = ts_Vs + ts_buf * ", kKeys, ";"));
+      }
     } else {
       line("__syncthreads();  // the previous tile is consumed");
       load_tile("ts_Ks", a_.k, a_.j, "ts_n0", "ts_N", a_.d, d_, kKeys);
@@ -165,7 +174,7 @@ class FlashWriter {
     g.grid[0] = loop::simplify(loop::floordiv(a_.m + Expr(kRows - 1), Expr(kRows)));
     g.grid[1] = loop::simplify(loop::min(a_.batch_extent, Expr(65535)));
     g.block[0] = Expr(kThreads);
-    const int64_t v_bytes = int64_t{buffers() * kKeys} * (e_ + 8) * 2;
+    const int64_t v_bytes = pv_wgmma_ ? 2 * v_tile_bytes() : int64_t{buffers() * kKeys} * (e_ + 8) * 2;
     g.shared_bytes = static_cast<unsigned>(
         wgmma_ ? 1024 + 3 * tile_bytes() + v_bytes : int64_t{kRows + buffers() * kKeys} * (d_ + 8) * 2 + v_bytes);
     return g;
@@ -177,8 +186,9 @@ class FlashWriter {
   void loop(const char* v, int n, const std::function<void()>& body) { unrolled_loops(out_, {{v, n}}, body); }
 
   int buffers() const { return async_ ? 2 : 1; }
-  // A swizzled Q or K tile (64 rows of d halves), bytes.
+  // A swizzled Q or K tile (64 rows of d halves), bytes; a V tile (64 keys of e).
   int tile_bytes() const { return kRows * d_ * 2; }
+  int v_tile_bytes() const { return kKeys * e_ * 2; }
 
   // The plain load of `value` when 16-byte copies of 8 consecutive columns
   // read it exactly (else nullptr).
@@ -203,9 +213,11 @@ class FlashWriter {
       out_.indent(1);
       line(str_cat("const int ts_r = ts_e / ", per_row, ", ts_c = ts_e % ", per_row, " * 8;"));
       row_indices(a_.j, n0, "ts_N", col_var);
-      const std::string dst = wgmma_ && std::string(tile) == "ts_Ks"
-                                  ? str_cat("ts_Kw + ", buf, " * ", tile_bytes(), ", ts_swz(ts_r, ts_c)")
-                                  : str_cat("(unsigned char*)&", tile, "[", buf, " * ", kKeys, " + ts_r][ts_c], 0u");
+      const bool is_k = std::string(tile) == "ts_Ks";
+      const std::string dst =
+          wgmma_ && is_k      ? str_cat("ts_Kw + ", buf, " * ", tile_bytes(), ", ts_swz(ts_r, ts_c)")
+          : pv_wgmma_ && !is_k ? str_cat("ts_Vw + ", buf, " * ", v_tile_bytes(), ", ts_swz(ts_r, ts_c)")
+                               : str_cat("(unsigned char*)&", tile, "[", buf, " * ", kKeys, " + ts_r][ts_c], 0u");
       line(str_cat("ts_cp16_at(", dst, ", &", buffer_name(load->buffer->name), "[",
                    out_.expr().flat_index(*load->buffer, load->args), "], ts_at < ts_N);"));
       out_.indent(-1);
@@ -356,11 +368,33 @@ class FlashWriter {
   // O += P V: P's A fragments from the score accumulators (k16 block kk
   // is score tiles 2 kk and 2 kk + 1), V's B fragments with ldmatrix .trans.
   void pv() {
+    const std::string pack = str_cat("ts_pack_", half_);
+    const std::string pa = str_cat("const unsigned ts_pa[4] = {", pack, "(ts_s[2 * ts_kk][0], ts_s[2 * ts_kk][1]), ",
+                                   pack, "(ts_s[2 * ts_kk][2], ts_s[2 * ts_kk][3]), ", pack,
+                                   "(ts_s[2 * ts_kk + 1][0], ts_s[2 * ts_kk + 1][1]), ", pack,
+                                   "(ts_s[2 * ts_kk + 1][2], ts_s[2 * ts_kk + 1][3])};");
+    if (pv_wgmma_) {
+      // m64nEk16 with P from registers (its A fragments, as for mma.sync)
+      // and V N-major: 16 keys a step, 2048 bytes apart in the swizzled tile.
+      // P's fragments are all packed before the fence: registers written
+      // between wgmmas would make ptxas wait for the warpgroup each time.
+      line(str_cat("unsigned ts_pk[", kKeys / 16, "][4];"));
+      loop("ts_kk", kKeys / 16, [&] {
+        line(pa);
+        line("ts_pk[ts_kk][0] = ts_pa[0]; ts_pk[ts_kk][1] = ts_pa[1]; ts_pk[ts_kk][2] = ts_pa[2]; "
+             "ts_pk[ts_kk][3] = ts_pa[3];");
+      });
+      line("ts_wgmma_fence();");
+      loop("ts_kk", kKeys / 16, [&] {
+        line(str_cat("ts_wgmma_rs_", half_, "_n", e_,
+                     "_t1(&ts_o[0][0], ts_pk[ts_kk], ts_wdesc_n(ts_vaddr + ts_kk * 2048u));"));
+      });
+      line("ts_wgmma_commit();");
+      line("ts_wgmma_wait0();");
+      return;
+    }
     loop("ts_kk", kKeys / 16, [&] {
-      const std::string pack = str_cat("ts_pack_", half_);
-      line(str_cat("const unsigned ts_pa[4] = {", pack, "(ts_s[2 * ts_kk][0], ts_s[2 * ts_kk][1]), ", pack,
-                   "(ts_s[2 * ts_kk][2], ts_s[2 * ts_kk][3]), ", pack, "(ts_s[2 * ts_kk + 1][0], ts_s[2 * ts_kk + 1][1]), ",
-                   pack, "(ts_s[2 * ts_kk + 1][2], ts_s[2 * ts_kk + 1][3])};"));
+      line(pa);
       // ldmatrix.x4.trans: V's B fragments of two 8-column tiles (lanes
       // 16-31 address the second).
       loop("ts_np", e_ / 16, [&] {
@@ -402,7 +436,8 @@ class FlashWriter {
   int d_ = 0, e_ = 0;
   const char* half_ = "bf16";
   bool async_ = false;  // K and V are plain loads: cp.async, two buffers
-  bool wgmma_ = false;  // scores by wgmma (sm_90a, d a multiple of 64, async_)
+  bool wgmma_ = false;     // scores by wgmma (sm_90a, d a multiple of 64, async_)
+  bool pv_wgmma_ = false;  // and P V (e a multiple of 64)
 };
 
 }  // namespace

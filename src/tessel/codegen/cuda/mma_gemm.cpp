@@ -28,6 +28,7 @@
 #include <cstdlib>
 #include <functional>
 #include <map>
+#include <utility>
 #include <vector>
 
 #include "tessel/codegen/cuda/emitter.h"
@@ -444,21 +445,30 @@ template <int N> TS_D void ts_cp_wait() { asm volatile("cp.async.wait_group %0;"
 )";
 }
 
-// One wgmma.mma_async.m64nNk16 with f32 accumulators d[0 .. N / 2) and both
-// operands in shared memory, A K-major (imm-trans-a = 0), B K-major
-// (trans_b = 0) or N-major (1), scaled by 1 and added to d (scale-d = 1).
-static std::string wgmma_helper(int n, const char* type, int trans_b) {
-  const int regs = n / 2;
-  std::string operands, outs;
+// One wgmma.mma_async.m64nNk16 with f32 accumulators d[0 .. N / 2), scaled
+// by 1 and added to d (scale-d = 1); B from shared memory, K-major
+// (trans_b = 0) or N-major (1). A from shared memory, K-major (imm-trans-a
+// = 0): ts_wgmma_<type>_n<N>_t<trans_b>(d, a descriptor, b descriptor); or,
+// `a_regs`, from registers (a[0..3]: the warp's 16 rows of the 64 x 16 tile
+// in mma.sync's A fragment layout; no imm-trans-a then):
+// ts_wgmma_rs_<type>_n<N>_t<trans_b>(d, a, b descriptor).
+static std::string wgmma_helper(int n, const char* type, int trans_b, bool a_regs) {
+  const int regs = n / 2;  // the accumulators are operands %0 .. %(regs - 1)
+  std::string accs, outs;
   for (int i = 0; i < regs; ++i) {
-    operands += str_cat(i ? ", " : "", "%", i);
+    accs += str_cat(i ? ", " : "", "%", i);
     outs += str_cat(i ? ", " : "", "\"+f\"(d[", i, "])");
   }
-  return str_cat("TS_D void ts_wgmma_", type, "_n", n, "_t", trans_b,
-                 "(float* d, unsigned long long a, unsigned long long b) {\n",
-                 "  asm volatile(\"{ .reg .pred p; setp.ne.b32 p, %", regs + 2, ", 0; wgmma.mma_async.sync.aligned.m64n",
-                 n, "k16.f32.", type, ".", type, " {", operands, "}, %", regs, ", %", regs + 1,
-                 ", p, 1, 1, 0, ", trans_b, "; }\"\n      : ", outs, "\n      : \"l\"(a), \"l\"(b), \"r\"(1) : \"memory\");\n}\n");
+  const int b_at = a_regs ? regs + 4 : regs + 1;  // then the scale-d flag
+  const std::string a_operand =
+      a_regs ? str_cat("{%", regs, ", %", regs + 1, ", %", regs + 2, ", %", regs + 3, "}") : str_cat("%", regs);
+  return str_cat("TS_D void ts_wgmma_", a_regs ? "rs_" : "", type, "_n", n, "_t", trans_b, "(float* d, ",
+                 a_regs ? "const unsigned* a" : "unsigned long long a", ", unsigned long long b) {\n",
+                 "  asm volatile(\"{ .reg .pred p; setp.ne.b32 p, %", b_at + 1,
+                 ", 0; wgmma.mma_async.sync.aligned.m64n", n, "k16.f32.", type, ".", type, " {", accs, "}, ",
+                 a_operand, ", %", b_at, ", p, 1, 1, ", a_regs ? "" : "0, ", trans_b, "; }\"\n      : ", outs,
+                 "\n      : ", a_regs ? "\"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3])" : "\"l\"(a)",
+                 ", \"l\"(b), \"r\"(1) : \"memory\");\n}\n");
 }
 
 const std::string& wgmma_prelude() {
@@ -525,7 +535,10 @@ template <int N> TS_D void ts_setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sy
 )";
     for (const char* type : {"bf16", "f16"})
       for (int n : {64, 128, 256})
-        for (int trans_b : {0, 1}) t += wgmma_helper(n, type, trans_b);
+        for (int trans_b : {0, 1}) t += wgmma_helper(n, type, trans_b, false);
+    // Flash attention's P V: P from registers, V N-major.
+    for (const char* type : {"bf16", "f16"})
+      for (int n : {64, 128, 256}) t += wgmma_helper(n, type, 1, true);
     return t;
   }();
   return text;
