@@ -1,16 +1,19 @@
 // The attention statement (loop/ir.h) as one flash-attention kernel
-// (docs/flash_attention.md, step 3, first form: mma.sync, FlashAttention-2's
-// structure; the wgmma/TMA form is the next step):
+// (docs/flash_attention.md, step 3: FlashAttention-2's structure on
+// mma.sync; with wgmma (GemmTarget::flash_wgmma, sm_90a, d a multiple of
+// 64) the block's warpgroup computes S = Q K^T, and P V where e is a
+// multiple of 64, with wgmma from 128-byte swizzled tiles instead; TMA and
+// warp specialisation are the next step):
 //
 //   grid (ceil(M / 64), min(batch, 65535)), 128 threads (4 warps of 16 query rows)
 //   for each batch entry of this block (a grid-stride loop over gridDim.y):
 //     shared Q <- the block's 64 query rows (0 past M)    q(batch, i, d) per element
-//     registers <- Q's mma fragments (ldmatrix)
+//     registers <- Q's mma fragments (ldmatrix; wgmma reads Q from shared)
 //     O = 0, m = -inf, l = 0 per row
 //     for each tile of 64 keys:
 //       shared K, V <- the tile (0 past N); where both are plain loads, the
 //         next tile's copies are in flight (cp.async, two buffers) meanwhile
-//       S = Q K^T (mma.sync), s = (scale S + bias(batch, i, j)) log2(e); -inf past N
+//       S = Q K^T (mma.sync or wgmma), s = (scale S + bias(batch, i, j)) log2(e); -inf past N
 //       m' = max(m, row max of s); P = 2^(s - m'); l = l 2^(m - m') + row sum of P
 //       O = O 2^(m - m') + P V (P rounded to bf16/f16 as the A fragment)
 //     epilogue(batch, i, e, O / l) for each i < M (0 where l = 0: a row masked entirely)
