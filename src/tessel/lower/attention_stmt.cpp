@@ -59,40 +59,27 @@ std::string unsupported_attention(const Node& n) {
   return "";
 }
 
-// The range of the affine integer expression `e` over `ranges`, if every
-// variable has one and the result is non-negative.
-std::optional<loop::Interval> nonnegative_range(const Expr& e, const loop::Bounds& ranges) {
-  const std::optional<loop::Affine> f = loop::affine_form(e);
-  if (!f) return std::nullopt;
-  int64_t lo = f->constant, hi = f->constant;
-  for (const auto& [v, c] : f->coef) {
-    const auto it = ranges.find(v);
-    if (it == ranges.end()) return std::nullopt;
-    lo += c > 0 ? c * it->second.lo : c * it->second.hi;
-    hi += c > 0 ? c * it->second.hi : c * it->second.lo;
-  }
-  if (lo < 0) return std::nullopt;
-  return loop::Interval{lo, hi};
-}
-
 // `e` with each floordiv / floormod by a positive constant of a
-// non-negative sum of bounded variables (a grouped-query head's key/value
+// non-negative expression whose range `ranges` give (loop::const_bounds),
+// that fold_affine cannot resolve (a grouped-query head's key/value
 // head, floordiv(b * 8 + h, 2), written by the graph's Expand / Reshape)
 // replaced by a variable of its own, whose range goes into `ranges` and
-// definition into `atoms`: fold_affine sees a sum of variables where it saw
-// a division it cannot resolve.
+// definition into `atoms`: fold_affine then sees a sum of variables where it
+// saw a division.
 Expr atomize(const Expr& e, const std::string& pre, loop::Bounds* ranges,
              std::vector<std::pair<std::string, Expr>>* atoms) {
   const Expr c = loop::map_args(e, [&](const Expr& a) { return atomize(a, pre, ranges, atoms); });
-  if (c->kind != loop::ExprKind::Binary || (c->binary != loop::BinaryOp::FloorDiv && c->binary != loop::BinaryOp::FloorMod))
+  if (c->kind != loop::ExprKind::Binary ||
+      (c->binary != loop::BinaryOp::FloorDiv && c->binary != loop::BinaryOp::FloorMod))
     return c;
   const Expr &x = c->args[0], &dv = c->args[1];
   if (dv->kind != loop::ExprKind::IntImm || dv->int_value <= 0) return c;
   const Expr folded = loop::fold_affine(c, *ranges);  // resolved over the atoms so far
   if (folded->kind != loop::ExprKind::Binary || folded->binary != c->binary) return folded;
-  const std::optional<loop::Interval> r = nonnegative_range(x, *ranges);
-  if (!r) return c;
-  const int64_t hi = c->binary == loop::BinaryOp::FloorDiv ? r->hi / dv->int_value : std::min(dv->int_value - 1, r->hi);
+  loop::Interval r{0, 0};
+  if (!loop::const_bounds(x, *ranges, &r) || r.lo < 0) return c;
+  const int64_t hi =
+      c->binary == loop::BinaryOp::FloorDiv ? r.hi / dv->int_value : std::min(dv->int_value - 1, r.hi);
   const std::string name = str_cat(pre, "_q", atoms->size());
   (*ranges)[name] = {0, hi};
   atoms->emplace_back(name, c);

@@ -64,8 +64,9 @@ class FlashWriter {
     ExprEmitter& ex = out_.expr();
     line("{");
     out_.indent(1);
-    line(str_cat("// flash attention (", half_, " mma.sync): 64 query rows a block, 4 warps, tiles of 64 keys, head sizes ",
-                 d_, " / ", e_));
+    const char* form = !wgmma_ ? "mma.sync" : pv_wgmma_ ? "wgmma" : "wgmma scores, mma.sync P V";
+    line(str_cat("// flash attention (", half_, " ", form,
+                 "): 64 query rows a block, 4 warps, tiles of 64 keys, head sizes ", d_, " / ", e_));
     line(str_cat("const long long ts_B = ", ex.emit(a_.batch_extent), ", ts_M = ", ex.emit(a_.m), ", ts_N = ",
                  ex.emit(a_.n), ";"));
     // Scores in base 2: exp2f is one MUFU.EX2 and a little range handling.
@@ -75,7 +76,8 @@ class FlashWriter {
     const int qd = d_ + 8, vd = e_ + 8;  // padded rows (halves): ldmatrix rows on distinct banks
     if (wgmma_) {
       // Q and K as wgmma reads them: 128-byte swizzled K-major tiles (1024-
-      // byte aligned), 64 columns (128 bytes) a region of 64 rows; V padded.
+      // byte aligned), 64 columns (128 bytes) a region of 64 rows; V in the
+      // same layout when wgmma reads it too (N-major), else padded.
       line("unsigned char* const ts_sm = ts_dsmem + ((1024u - (ts_smem_addr(ts_dsmem) & 1023u)) & 1023u);");
       line("unsigned char* const ts_Qw = ts_sm;");
       line(str_cat("unsigned char* const ts_Kw = ts_sm + ", tile_bytes(), ";"));
@@ -266,8 +268,8 @@ class FlashWriter {
     line(str_cat("const int ts_r = ts_e / ", width, ", ts_c = ts_e % ", width, ";"));
     row_indices(row_var, row0, extent, col_var);
     line(str_cat("const float ts_v = ts_at < ", extent, " ? ", out_.expr().emit(value), " : 0.0f;"));
-    line(str_cat("*(unsigned short*)", at(tile, "ts_c"), " = ", half_ == std::string("bf16") ? "ts_f2bf(ts_v)" : "ts_f2h(ts_v)",
-                 ";"));
+    const char* bits = half_ == std::string("bf16") ? "ts_f2bf(ts_v)" : "ts_f2h(ts_v)";
+    line(str_cat("*(unsigned short*)", at(tile, "ts_c"), " = ", bits, ";"));
     out_.indent(-1);
     line("}");
   }

@@ -1203,7 +1203,8 @@ std::optional<SplitEpilogue> split_epilogue(const EpilogueVars& v, const loop::S
     ExprEmitter& ex = out.expr();
     std::vector<std::unique_ptr<ExprEmitter::Scope>> scopes;
     for (const loop::StmtNode* l : lets) {
-      out.line(str_cat("const ", register_type(l->value.dtype()), " ", var_name(l->var), " = ", ex.emit(l->value), ";"));
+      out.line(
+          str_cat("const ", register_type(l->value.dtype()), " ", var_name(l->var), " = ", ex.emit(l->value), ";"));
       scopes.push_back(std::make_unique<ExprEmitter::Scope>(ex, l->var, ex.bounds(l->value)));
     }
     out.line(str_cat("return ", ex.emit(s->value), ";"));
@@ -1257,7 +1258,7 @@ void split_epilogue_chunk(CodeSink& out, const SplitEpilogue& split, const std::
     out.line(str_cat("if (ts_j + ts_q < ts_N) ts_v[ts_q] = ts_epi_value(", batch, ", ts_i, ts_j + ts_q, ", acc, ");"));
   });
   if (store8) {
-    out.line(str_cat("if (ts_j + 8 <= ts_N) {"));
+    out.line("if (ts_j + 8 <= ts_N) {");
     out.line(str_cat("  ts_epi_store8(", batch, ", ts_i, ts_j, ts_v);"));
     out.line("} else {");
     out.indent(1);
