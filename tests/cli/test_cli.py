@@ -387,6 +387,12 @@ class CliTest(unittest.TestCase):
         code, _, err = self.tessel("inspect", p, "--print-after", "no_such_pass")
         self.assertEqual(code, 1)
         self.assert_one_error_line(err, p)
+        # --disable-pass is every subcommand's; an unknown name lists the passes.
+        for sub in ("inspect", "run", "bench"):
+            code, _, err = self.tessel(sub, p, "--disable-pass", "no_such_pass")
+            self.assertEqual(code, 1)
+            self.assertIn("merge_matmuls", self.assert_one_error_line(err, p))
+        self.tessel("run", p, "--disable-pass", "merge_matmuls", expect=0)
 
     def test_inspect_tir_round_trip(self):
         p = self.save_model(add_model())

@@ -658,13 +658,16 @@ TEST(MmaEmulation, HeadsJoinedIntoKAndNarrowN) {
 // swizzle as the PTX ISA defines them: two warpgroups with B n-major (128 x
 // 128, bias + relu, bf16 out) and k-major (128 x 64, f16), one warpgroup
 // (64 x 128, 64 x 64); edges in M, N and K (the last K tile partial),
-// stages refilled (K = 600: 10 tiles through 3 stages), batches. A machine
-// of 4 multiprocessors (fill_blocks) keeps the grids small.
+// stages refilled (K = 600: 10 tiles through 3 stages; K = 456: 8 tiles
+// through 4 with one k-step's wgmmas in flight), batches. A machine of 4
+// multiprocessors (fill_blocks) keeps the grids small. The emulation runs a
+// wgmma when its thread waits for its group and lands a cp.async likewise
+// (NaNs until then), so a stage overwritten or read too early shows.
 TEST(MmaEmulation, Wgmma) {
   const std::vector<GemmCase> cases = {
       {"emu_wg_128x128", DType::BF16, 2, 130, 136, 600, false, false, true, DType::BF16, false},
       {"emu_wg_128x64_t", DType::F16, 4, 70, 64, 96, false, true, false, DType::F32, false},
-      {"emu_wg_64x128", DType::BF16, 2, 60, 136, 72, false, false, false, DType::F32, false},
+      {"emu_wg_64x128", DType::BF16, 2, 60, 136, 456, false, false, false, DType::F32, false},
       {"emu_wg_64x64_t", DType::BF16, 4, 40, 56, 24, false, true, true, DType::F32, false},
   };
   const std::vector<std::string> tiles = {"128x128", "128x64", "64x128", "64x64"};
@@ -672,6 +675,7 @@ TEST(MmaEmulation, Wgmma) {
     const MmaPlan p = plan_of(cases[i], hopper_target(4));
     ASSERT_TRUE(p.wgmma) << cases[i].name;
     EXPECT_EQ(str_cat(p.tiles.bm, "x", p.tiles.bn), tiles[i]) << cases[i].name;
+    EXPECT_EQ(p.wgmma_overlap, p.stages >= 4) << cases[i].name;
     expect_emulation_matches(cases[i], hopper_target(4));
   }
 }
@@ -772,7 +776,9 @@ TEST(FlashAttention, EmulationMatchesTheEvaluator) {
   std::vector<float> got;
   const double worst = flash_emulation_error(kFlash, DType::BF16, &got);
   for (size_t x = 0; x < got.size(); ++x)
-    if (x / 16 % 70 == 5) EXPECT_EQ(got[x], 0.0f) << x;  // a row masked entirely
+    if (x / 16 % 70 == 5) {
+      EXPECT_EQ(got[x], 0.0f) << x;  // a row masked entirely
+    }
   EXPECT_LT(worst, 1e-2);
   EXPECT_GT(worst, 0.0);  // the two round differently: not a copy of one result
   // f16, head size 128 into 64 values, three key tiles, two query blocks, causal.

@@ -42,8 +42,31 @@ inline ts_emu_dim3 threadIdx, blockIdx, gridDim, blockDim;
 
 namespace ts_emu {
 
+// A thread's asynchronous operations (cp.async copies, wgmmas): those issued
+// since its last commit, and its committed groups, oldest first. They take
+// effect when the thread waits for their group, the latest point the PTX
+// ISA allows; a cp.async also fills its 16 bytes with NaNs when issued, so
+// that a read before the wait, or an in-flight wgmma still reading the stage
+// it overwrites, sees them.
+struct AsyncQueue {
+  std::vector<std::function<void()>> open;
+  std::vector<std::vector<std::function<void()>>> groups;
+  void commit() {
+    groups.push_back(std::move(open));
+    open.clear();
+  }
+  // Completes every committed group but the newest `pending`.
+  void wait(size_t pending) {
+    while (groups.size() > pending) {
+      for (const std::function<void()>& op : groups.front()) op();
+      groups.erase(groups.begin());
+    }
+  }
+};
+
 struct Fiber {
   ucontext_t ctx;
+  AsyncQueue copies, wgmmas;
   std::unique_ptr<char[]> stack;
   unsigned tid = 0;
   bool done = false;
@@ -308,7 +331,7 @@ inline Descriptor decode(unsigned long long d) {
 // the warpgroup, lane (g = lane / 4, t = lane % 4), register 4 j + i holds
 // row 16 w + g + 8 (i / 2), column 8 j + 2 t + i % 2. Every thread reads
 // the operands from shared memory itself: no rendezvous is needed.
-inline void wgmma(bool bf16, int n, int trans_b, float* d, unsigned long long da, unsigned long long db) {
+inline void wgmma_now(bool bf16, int n, int trans_b, float* d, unsigned long long da, unsigned long long db) {
   const Descriptor a = decode(da), b = decode(db);
   const auto value = [&](unsigned short h) { return bf16 ? bf16_value(h) : h2f(h); };
   const auto A = [&](unsigned m, unsigned k) { return value(swizzled_half(a.start + m / 8 * a.sbo + m % 8 * 128 + 2 * k)); };
@@ -325,6 +348,11 @@ inline void wgmma(bool bf16, int n, int trans_b, float* d, unsigned long long da
       for (unsigned k = 0; k < 16; ++k) s += static_cast<double>(A(row, k)) * B(k, col);
       d[4 * j + i] = static_cast<float>(s);
     }
+}
+
+inline AsyncQueue& my_wgmmas() { return (*fibers)[current].wgmmas; }
+inline void wgmma(bool bf16, int n, int trans_b, float* d, unsigned long long da, unsigned long long db) {
+  my_wgmmas().open.push_back([=] { wgmma_now(bf16, n, trans_b, d, da, db); });
 }
 
 // The same with A from registers: a[0..3] of each thread of the warp hold
@@ -348,20 +376,24 @@ inline void wgmma_rs(bool bf16, int n, int trans_b, float* d, const unsigned* a,
     }
   }
   syncwarp();
-  const Descriptor b = decode(db);
-  const auto B = [&](unsigned k, unsigned c) {
-    const unsigned at = trans_b ? b.start + c / 64 * b.lbo + 2 * (c % 64) + k / 8 * b.sbo + k % 8 * 128
-                                : b.start + c / 8 * b.sbo + c % 8 * 128 + 2 * k;
-    return value(swizzled_half(at));
-  };
+  // A is read at the issue (its registers may be reused once the wgmma is
+  // in flight, hence no later); B and D when the group completes.
   (void)w;
-  for (int j = 0; j < n / 8; ++j)
-    for (unsigned i = 0; i < 4; ++i) {
-      const unsigned row = g + 8 * (i / 2), col = 8 * j + 2 * t + i % 2;
-      double s = d[4 * j + i];
-      for (unsigned k = 0; k < 16; ++k) s += A[row][k] * B(k, col);
-      d[4 * j + i] = static_cast<float>(s);
-    }
+  my_wgmmas().open.push_back([=] {
+    const Descriptor b = decode(db);
+    const auto B = [&](unsigned k, unsigned c) {
+      const unsigned at = trans_b ? b.start + c / 64 * b.lbo + 2 * (c % 64) + k / 8 * b.sbo + k % 8 * 128
+                                  : b.start + c / 8 * b.sbo + c % 8 * 128 + 2 * k;
+      return value(swizzled_half(at));
+    };
+    for (int j = 0; j < n / 8; ++j)
+      for (unsigned i = 0; i < 4; ++i) {
+        const unsigned row = g + 8 * (i / 2), col = 8 * j + 2 * t + i % 2;
+        double s = d[4 * j + i];
+        for (unsigned k = 0; k < 16; ++k) s += A[row][k] * B(k, col);
+        d[4 * j + i] = static_cast<float>(s);
+      }
+  });
 }
 
 // ---- mbarriers, TMA copies and named barriers (the warp-specialised GEMM) ----
@@ -452,6 +484,18 @@ inline void bar_sync(int id, int n) {
   wait(named_barrier[id], first, static_cast<unsigned>(n));
 }
 
+// cp.async of 16 bytes (zeros unless `full`): NaNs now, the data when the
+// thread waits for its group. The source is read now (global memory does
+// not change under a kernel's feet here).
+inline AsyncQueue& my_copies() { return (*fibers)[current].copies; }
+inline void cp_async16(void* smem, const void* gmem, bool full) {
+  unsigned char data[16] = {};
+  if (full) std::memcpy(data, gmem, 16);
+  std::memset(smem, 0xff, 16);
+  std::vector<unsigned char> bytes(data, data + 16);
+  my_copies().open.push_back([smem, bytes] { std::memcpy(smem, bytes.data(), 16); });
+}
+
 inline int atomic_cas(int* p, int expected, int desired) {
   const int old = *p;
   if (old == expected) *p = desired;
@@ -499,23 +543,19 @@ inline int atomicCAS(int* p, int expected, int desired) { return ts_emu::atomic_
   inline void ts_ldsm_x2(unsigned* d, const void* row) { ts_emu::ldmatrix(2, false, d, row); }          \
   inline void ts_ldsm_x2_trans(unsigned* d, const void* row) { ts_emu::ldmatrix(2, true, d, row); }    \
   inline void ts_ldsm_x4_trans(unsigned* d, const void* row) { ts_emu::ldmatrix(4, true, d, row); }    \
-  inline void ts_cp16(void* smem, const void* gmem, bool full) {                                        \
-    if (full) {                                                                                         \
-      std::memcpy(smem, gmem, 16);                                                                      \
-    } else {                                                                                            \
-      std::memset(smem, 0, 16);                                                                         \
-    }                                                                                                   \
-  }                                                                                                     \
+  inline void ts_cp16(void* smem, const void* gmem, bool full) { ts_emu::cp_async16(smem, gmem, full); } \
   inline void ts_cp16_at(unsigned char* base, unsigned off, const void* gmem, bool full) {              \
     ts_cp16(base + off, gmem, full);                                                                    \
   }                                                                                                     \
   inline unsigned ts_smem_addr(const void* p) { return ts_emu::smem_addr(p); }                          \
-  inline void ts_cp_commit() {}                                                                         \
+  inline void ts_cp_commit() { ts_emu::my_copies().commit(); }                                          \
   template <int N>                                                                                      \
-  inline void ts_cp_wait() {}
+  inline void ts_cp_wait() {                                                                            \
+    ts_emu::my_copies().wait(N);                                                                        \
+  }
 
-// What codegen/cuda's wgmma prelude defines, on the host: the fences and
-// group waits are no-ops (each wgmma completes when it is issued).
+// What codegen/cuda's wgmma prelude defines, on the host: a wgmma completes
+// when its thread waits for its group (AsyncQueue); the fences are no-ops.
 #define TS_EMU_WGMMA_HELPER(type, n, tb)                                                          \
   inline void ts_wgmma_##type##_n##n##_t##tb(float* d, unsigned long long a, unsigned long long b) { \
     ts_emu::wgmma(#type[0] == 'b', n, tb, d, a, b);                                              \
@@ -547,9 +587,9 @@ inline int atomicCAS(int* p, int expected, int desired) { return ts_emu::atomic_
   inline void ts_setmaxnreg_dec() {}                                                             \
   inline void ts_fence_async_smem() {}                                                           \
   inline void ts_wgmma_fence() {}                                                                \
-  inline void ts_wgmma_commit() {}                                                               \
-  inline void ts_wgmma_wait0() {}                                                                \
-  inline void ts_wgmma_wait1() {}                                                                \
+  inline void ts_wgmma_commit() { ts_emu::my_wgmmas().commit(); }                                \
+  inline void ts_wgmma_wait0() { ts_emu::my_wgmmas().wait(0); }                                  \
+  inline void ts_wgmma_wait1() { ts_emu::my_wgmmas().wait(1); }                                  \
   inline unsigned long long ts_wdesc(unsigned a) {                                               \
     return (unsigned long long)((a & 0x3FFFFu) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62); \
   }                                                                                              \

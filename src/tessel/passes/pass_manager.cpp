@@ -61,8 +61,8 @@ class Pipeline {
 }  // namespace
 
 std::vector<std::string> pipeline_pass_names() {
-  return {"bind_dims", "infer_shapes", "fold_constants", "dce", "cse", "infer_shapes", "lower_precision",
-          "sink_transposes", "conv_im2col", "fuse_attention", "gemm_weight_layout"};
+  return {"bind_dims", "infer_shapes", "fold_constants", "dce", "cse", "infer_shapes", "merge_matmuls",
+          "lower_precision", "sink_transposes", "conv_im2col", "fuse_attention", "gemm_weight_layout"};
 }
 
 bool run_pipeline(Model& m, const PassOptions& o) {
@@ -108,6 +108,10 @@ bool run_pipeline(Model& m, const PassOptions& o) {
     }
   };
   fold_until_stable();
+  // Projections of one value (attention's query, key and value) as one GEMM:
+  // the weights are final now, and still f32 (precision converts the merged
+  // ones like any other).
+  p.step("merge_matmuls", [&] { return merge_matmuls(m); });
   // --precision bf16|fp16: after folding, so that float shape arithmetic is
   // gone and the weights are final; folding again removes the Casts nobody
   // reads and folds those of constants.

@@ -54,6 +54,9 @@ bool eliminate_common_subexpressions(Model& m);        // cse.cpp
 bool relayout_gemm_weights(Model& m);                  // gemm_weight_layout.cpp
 bool convs_to_im2col(Model& m);                        // conv_im2col.cpp (CUDA target)
 bool sink_transposes(Model& m);                        // sink_transposes.cpp
+// MatMuls of one value by constant matrices -> one MatMul and Slices
+// (merge_matmuls.cpp).
+bool merge_matmuls(Model& m);
 // Scaled dot-product attention as separate ops -> one ONNX Attention node
 // (fuse_attention.cpp; in the pipeline when PassOptions::fuse_attention).
 bool fuse_attention(Model& m);

@@ -71,23 +71,6 @@ std::string emit_stage(const Model& m, const std::string& emit, const std::strin
   return emit == "llvm" ? emit_cpu_llvm_ir(c) : emit_cpu_asm(c);
 }
 
-// Joins unique names in order of first appearance (a pass may run twice).
-std::string join(const std::vector<std::string>& v) {
-  std::string out;
-  for (size_t i = 0; i < v.size(); ++i)
-    if (std::find(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(i), v[i]) == v.begin() + static_cast<std::ptrdiff_t>(i))
-      out += (out.empty() ? "" : ", ") + v[i];
-  return out;
-}
-
-void check_pass_name(const std::string& flag, const std::string& name, bool allow_all) {
-  const auto names = pipeline_pass_names();
-  if (allow_all && name == "all") return;
-  if (std::find(names.begin(), names.end(), name) != names.end()) return;
-  if (names.empty()) fail(flag, ": unknown pass '", name, "' (the pipeline has no passes yet)");
-  fail(flag, ": unknown pass '", name, "' (passes: ", join(names), allow_all ? ", or all" : "", ")");
-}
-
 }  // namespace
 
 int cmd_inspect(const InspectArgs& a, const CommonArgs& c) {
@@ -97,10 +80,6 @@ int cmd_inspect(const InspectArgs& a, const CommonArgs& c) {
   TS_CHECK(std::find(kinds.begin(), kinds.end(), a.emit) != kinds.end(), "--emit: unknown kind '", a.emit,
            "' (available: ", join(kinds), ")");
   if (!a.print_after.empty()) check_pass_name("--print-after", a.print_after, true);
-  for (const auto& p : a.disable_pass) {
-    check_pass_name("--disable-pass", p, false);
-    o.disabled_passes.insert(p);
-  }
   std::ostringstream dumps;
   o.print_after = a.print_after;
   o.print_stream = c.json ? static_cast<std::ostream*>(&dumps) : &std::cout;

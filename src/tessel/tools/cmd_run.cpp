@@ -1,4 +1,5 @@
 // tessel run MODEL [--input NAME=FILE.npy]... [--save-outputs DIR] [--seed N]
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <iostream>
@@ -6,11 +7,28 @@
 #include "tessel/driver/json.h"
 #include "tessel/driver/npy.h"
 #include "tessel/driver/session.h"
+#include "tessel/passes/pass_manager.h"
 #include "tessel/support/error.h"
 #include "tessel/tools/commands.h"
 #include "tessel/tools/prepared_model.h"
 
 namespace tessel::cli {
+
+std::string join(const std::vector<std::string>& v) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i)
+    if (std::find(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(i), v[i]) == v.begin() + static_cast<std::ptrdiff_t>(i))
+      out += (out.empty() ? "" : ", ") + v[i];
+  return out;
+}
+
+void check_pass_name(const std::string& flag, const std::string& name, bool allow_all) {
+  const auto names = pipeline_pass_names();
+  if (allow_all && name == "all") return;
+  if (std::find(names.begin(), names.end(), name) != names.end()) return;
+  if (names.empty()) fail(flag, ": unknown pass '", name, "' (the pipeline has no passes yet)");
+  fail(flag, ": unknown pass '", name, "' (passes: ", join(names), allow_all ? ", or all" : "", ")");
+}
 
 DriverOptions driver_options(const CommonArgs& c) {
   DriverOptions o;
@@ -18,6 +36,10 @@ DriverOptions driver_options(const CommonArgs& c) {
   o.precision = parse_precision(c.precision);
   o.dims = parse_dim_bindings(c.dims);
   o.threads = c.threads;
+  for (const std::string& p : c.disable_pass) {
+    check_pass_name("--disable-pass", p, false);
+    o.disabled_passes.insert(p);
+  }
   return o;
 }
 

@@ -18,9 +18,14 @@ struct CommonArgs {
   int threads = 0;
   std::string precision = "fp32";
   bool json = false;
+  std::vector<std::string> disable_pass;  // --disable-pass NAME (repeatable)
 };
 
 DriverOptions driver_options(const CommonArgs& c);
+// Unique names in order of first appearance, comma-separated.
+std::string join(const std::vector<std::string>& v);
+// Fails with the pipeline's pass names unless `name` is one (or "all" where allowed).
+void check_pass_name(const std::string& flag, const std::string& name, bool allow_all);
 
 struct RunArgs {
   std::string model;
@@ -35,7 +40,6 @@ struct InspectArgs {
   std::string print_after;
   std::string emit = "graph";
   std::string cuda_arch;  // --emit ptx: sm_XY[a]; "" = the device's, else sm_90a
-  std::vector<std::string> disable_pass;
   bool elide_constants = false;
 };
 int cmd_inspect(const InspectArgs& a, const CommonArgs& c);

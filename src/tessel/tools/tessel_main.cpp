@@ -33,6 +33,9 @@ void add_common(CLI::App* sub, CommonArgs* c) {
                   "MatMul/Gemm/Conv and fp32 statistics (Softmax, normalisation, Reduce*); inputs and outputs "
                   "stay fp32 (docs/precision.md)")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+  sub->add_option("--disable-pass", c->disable_pass, "Skip a pass of the pipeline (repeatable; to compare)")
+      ->allow_extra_args(false)
+      ->type_name("NAME");
   sub->add_flag("--json", c->json, "Print exactly one JSON object on stdout; logs go to stderr");
 }
 
@@ -93,9 +96,6 @@ int main(int argc, char** argv) {
   inspect->add_option("--cuda-arch", inspect_args.cuda_arch,
                       "Architecture for --emit ptx (default: the GPU's, else sm_90a)")
       ->type_name("sm_XY");
-  inspect->add_option("--disable-pass", inspect_args.disable_pass, "Skip a pass of the pipeline (repeatable)")
-      ->allow_extra_args(false)
-      ->type_name("NAME");
   inspect->add_flag("--elide-constants", inspect_args.elide_constants,
                     "Show large constants as dense<...> (the output can no longer be parsed)");
   add_common(inspect, &common);

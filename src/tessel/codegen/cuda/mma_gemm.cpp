@@ -265,12 +265,14 @@ GemmTarget gemm_target_for(const std::string& arch) {
   }
   const char* flash = std::getenv("TESSEL_CUDA_FLASH_WGMMA");
   t.flash_wgmma = t.wgmma && flash && std::string(flash) == "1";
+  const char* overlap = std::getenv("TESSEL_CUDA_WGMMA_OVERLAP");
+  t.wgmma_overlap = !(overlap && std::string(overlap) == "0");
   return t;
 }
 
 // The pipeline's tile on wgmma: BM 64 or 128 rows (one or two warpgroups),
 // BN 64 or 128, BK 64; stages as many as fit kMaxPipelineShared.
-static bool use_wgmma(MmaPlan& p) {
+static bool use_wgmma(MmaPlan& p, const GemmTarget& target) {
   const MmaTiles& t = p.tiles;
   if (!p.async_copy || p.precision == MmaPrecision::Tf32x3 || p.a_load != OperandLoad::VectorK ||
       (t.bm != 64 && t.bm != 128) || (t.bn != 64 && t.bn != 128))
@@ -278,6 +280,7 @@ static bool use_wgmma(MmaPlan& p) {
   p.wgmma = true;
   p.tiles = make_tiles(t.bm, t.bn, t.bm / 16, 1, 64);
   for (p.stages = 4; p.stages > 2 && p.shared_bytes() > kMaxPipelineShared + 1024;) --p.stages;
+  p.wgmma_overlap = target.wgmma_overlap && p.stages >= 4;
   return true;
 }
 
@@ -356,7 +359,7 @@ MmaPlan plan_mma_gemm(const loop::StmtNode& s, const GemmTarget& target) {
                       p.async_copy, target.fill_blocks);
   if (p.async_copy) {
     p.min_blocks = 2;
-    if (target.wgmma && use_wgmma(p)) {
+    if (target.wgmma && use_wgmma(p, target)) {
       use_tma(p, c, known(c.batch_extent), known(c.m), known(c.n), known(c.k_extent), target);
       return p;
     }
@@ -604,7 +607,8 @@ class MmaWriter {
     line(str_cat("// ", mma_precision_name(p_.precision), " tensor-core GEMM: block tile ", t_.bm, "x", t_.bn, "x",
                  t_.bk, ", ", t_.warps_m, "x", t_.warps_n, " warps",
                  p_.async_copy ? str_cat(", ", p_.stages, "-stage cp.async pipeline") : "",
-                 p_.wgmma ? ", wgmma on 128-byte swizzled tiles" : ""));
+                 p_.wgmma ? ", wgmma on 128-byte swizzled tiles" : "",
+                 p_.wgmma_overlap ? ", one k-step in flight" : ""));
     line(str_cat("const long long ts_B = ", ex.emit(c_.batch_extent), ", ts_M = ", ex.emit(c_.m),
                  ", ts_N = ", ex.emit(c_.n), ", ts_K = ", ex.emit(c_.k_extent), ";"));
     line(str_cat("const long long ts_tiles_m = (ts_M + ", t_.bm - 1, "ll) / ", t_.bm, "ll;"));
@@ -701,16 +705,18 @@ class MmaWriter {
     line("}");
   }
 
-  // S stages filled by cp.async, S - 1 tiles ahead; one commit group per
-  // tile (empty past the last), so waiting until S - 2 groups are pending
-  // means tile t has landed. At step t the copy of tile t + S - 1 goes into
-  // the stage of tile t - 1, which every warp finished before the
-  // __syncthreads above it. Stage numbers are int counters (a 64-bit `% S`
-  // per step is a dozen instructions).
+  // S stages filled by cp.async, A = S - 1 tiles ahead; one commit group
+  // per tile (empty past the last), so waiting until A - 1 groups are
+  // pending means tile t has landed. At step t the copy of tile t + A goes
+  // into the stage of tile t - 1, which every warp finished before the
+  // __syncthreads above it. With wgmma_overlap A = S - 2: the copy goes into
+  // tile t - 2's stage, whose wgmmas every warpgroup waited for at step
+  // t - 1 (those of t - 1 may still run). Stage numbers are int counters (a
+  // 64-bit `% S` per step is a dozen instructions).
   void async_main_loop() {
-    const int S = p_.stages;
+    const int S = p_.stages, ahead = p_.wgmma_overlap ? S - 2 : S - 1;
     for (const Side* x : {&a_, &b_}) vector_sources(*x);
-    line(str_cat("for (int ts_p = 0; ts_p < ", S - 1, "; ++ts_p) {"));
+    line(str_cat("for (int ts_p = 0; ts_p < ", ahead, "; ++ts_p) {"));
     out_.indent(1);
     line("if (ts_p < ts_ktiles) {");
     out_.indent(1);
@@ -721,15 +727,15 @@ class MmaWriter {
     line("ts_cp_commit();");
     out_.indent(-1);
     line("}");
-    line(str_cat("int ts_s = 0, ts_ws = ", S - 1, ";"));
+    line(str_cat("int ts_s = 0, ts_ws = ", ahead, ";"));
     line("for (long long ts_kt = 0; ts_kt < ts_ktiles; ++ts_kt) {");
     out_.indent(1);
-    line(str_cat("ts_cp_wait<", S - 2, ">();"));
+    line(str_cat("ts_cp_wait<", ahead - 1, ">();"));
     if (p_.wgmma) line("ts_fence_async_smem();");
     line("__syncthreads();");
-    line(str_cat("if (ts_kt + ", S - 1, " < ts_ktiles) {"));
+    line(str_cat("if (ts_kt + ", ahead, " < ts_ktiles) {"));
     out_.indent(1);
-    line(str_cat("const long long ts_k0 = (ts_kt + ", S - 1, ") * ", t_.bk, "ll;"));
+    line(str_cat("const long long ts_k0 = (ts_kt + ", ahead, ") * ", t_.bk, "ll;"));
     copy_tiles("ts_ws");
     out_.indent(-1);
     line("}");
@@ -740,6 +746,7 @@ class MmaWriter {
     out_.indent(-1);
     line("}");
     // The epilogue reuses the stages: every copy landed and every warp done.
+    if (p_.wgmma_overlap) line("ts_wgmma_wait0();");
     line("ts_cp_wait<0>();");
     line("__syncthreads();");
   }
@@ -1030,8 +1037,9 @@ class MmaWriter {
   // The warpgroup's wgmmas over shared stage ts_s: its 64 rows of A (warps
   // 4 w .. 4 w + 3 of the block are warpgroup w) times all BN rows of B, one
   // wgmma per 16 k (32 bytes into each 128-byte row: the descriptor's start
-  // moves, the swizzle follows from the address bits). Committed and waited
-  // for at once, so the stage is free again at the next __syncthreads.
+  // moves, the swizzle follows from the address bits). Committed, then
+  // waited for at once (the stage is free again at the next __syncthreads),
+  // or with wgmma_overlap all but this group (async_main_loop says why).
   void wgmma_compute() {
     const SharedLayout la = shared_layout(a_), lb = shared_layout(b_);
     line("{");
@@ -1051,7 +1059,7 @@ class MmaWriter {
     out_.indent(-1);
     line("}");
     line("ts_wgmma_commit();");
-    line("ts_wgmma_wait0();");
+    line(p_.wgmma_overlap ? "ts_wgmma_wait1();" : "ts_wgmma_wait0();");
     out_.indent(-1);
     line("}");
   }

@@ -96,6 +96,11 @@ struct MmaPlan {
   // holding 16 rows of the accumulators, warps_n = 1), BN = 64 or 128 (the
   // wgmma's N), BK = 64 (one 128-byte row of halves per shared tile row).
   bool wgmma = false;
+  // With wgmma and at least 4 stages: the warpgroup leaves one k-step's
+  // wgmmas in flight while it waits for the next tile and issues its copies
+  // (S - 2 tiles ahead instead of S - 1, as the stage of the k-step before
+  // is still being read); otherwise it waits for each k-step's wgmmas.
+  bool wgmma_overlap = false;
   // Which index consecutive threads take when they fill a shared tile (so
   // that their global loads coalesce): k for A stored [M, K] (true) or i for
   // A stored [K, M]; k for B stored [N, K] (true) or j for B stored [K, N].
@@ -125,6 +130,9 @@ struct GemmTarget {
   // most 8 float operations (use_tma in mma_gemm.cpp says why).
   int64_t tma_min_k = 1024, tma_min_k_cheap = 256;
   int sm_count = 132;  // multiprocessors (H100/H200 SXM: 132)
+  // MmaPlan::wgmma_overlap where the pipeline has the stages for it; off:
+  // TESSEL_CUDA_WGMMA_OVERLAP=0 (to compare).
+  bool wgmma_overlap = true;
   // Flash attention's scores Q K^T by wgmma from swizzled shared tiles
   // (flash_attention.cpp); off until measured: TESSEL_CUDA_FLASH_WGMMA=1.
   bool flash_wgmma = false;
@@ -145,7 +153,8 @@ bool arch_has_wgmma(const std::string& arch);
 bool use_wgmma_for(const std::string& arch);
 // wgmma from use_wgmma_for; tma unless TESSEL_CUDA_TMA=0; both of tma's K
 // thresholds from TESSEL_CUDA_TMA_MIN_K when set (to measure them);
-// flash_wgmma with wgmma and TESSEL_CUDA_FLASH_WGMMA=1.
+// flash_wgmma with wgmma and TESSEL_CUDA_FLASH_WGMMA=1; wgmma_overlap
+// unless TESSEL_CUDA_WGMMA_OVERLAP=0.
 GemmTarget gemm_target_for(const std::string& arch);
 
 // Whether `e` is always a value of type t (f16 or bf16) held in f32:
