@@ -62,6 +62,7 @@ class Pipeline {
 
 std::vector<std::string> pipeline_pass_names() {
   return {"bind_dims", "infer_shapes", "fold_constants", "dce", "cse", "infer_shapes", "merge_matmuls",
+          "split_to_slices",
           "lower_precision", "sink_transposes", "conv_im2col", "fuse_attention", "gemm_weight_layout"};
 }
 
@@ -112,6 +113,8 @@ bool run_pipeline(Model& m, const PassOptions& o) {
   // the weights are final now, and still f32 (precision converts the merged
   // ones like any other).
   p.step("merge_matmuls", [&] { return merge_matmuls(m); });
+  // Each part of a Split as a Slice that fusion can take into its consumers.
+  p.step("split_to_slices", [&] { return split_to_slices(m); });
   // --precision bf16|fp16: after folding, so that float shape arithmetic is
   // gone and the weights are final; folding again removes the Casts nobody
   // reads and folds those of constants.

@@ -57,6 +57,9 @@ bool sink_transposes(Model& m);                        // sink_transposes.cpp
 // MatMuls of one value by constant matrices -> one MatMul and Slices
 // (merge_matmuls.cpp).
 bool merge_matmuls(Model& m);
+// A Split -> one Slice per used output, which fusion can take into its
+// consumers (split_to_slices.cpp).
+bool split_to_slices(Model& m);
 // Scaled dot-product attention as separate ops -> one ONNX Attention node
 // (fuse_attention.cpp; in the pipeline when PassOptions::fuse_attention).
 bool fuse_attention(Model& m);
