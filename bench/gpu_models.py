@@ -60,6 +60,11 @@ def parse_args():
     p.add_argument("--only", default="", help="comma-separated family:batch (e.g. resnet50:1,bert_base:16)")
     p.add_argument("--no-torch-compile", action="store_true", help="skip torch.compile (it takes minutes per model)")
     p.add_argument("--no-tessel", action="store_true")
+    p.add_argument("--no-torch", action="store_true",
+                   help="skip PyTorch altogether (an A/B of tessel options: compare tessel_ms between runs)")
+    p.add_argument("--tessel-arg", action="append", default=[], metavar="ARG",
+                   help="pass ARG to tessel bench (repeatable), e.g. --tessel-arg=--disable-pass "
+                        "--tessel-arg=merge_matmuls")
     p.add_argument("--json-out", help="append one JSON object per configuration here")
     p.add_argument("--profile", type=int, default=0, metavar="N",
                    help="also list, per configuration, tessel's N costliest kinds of kernel (tessel bench --profile: "
@@ -204,6 +209,7 @@ def bench_tessel(model_path, feeds, args, res, work):
            "--warmup", str(args.warmup), "--iters", str(args.iters), "--json"]
     if args.profile > 0:
         cmd += ["--profile", "100000"]  # every step: profile_kinds() groups them
+    cmd += args.tessel_arg
     for i, (name, a) in enumerate(feeds.items()):
         path = os.path.join(work, f"input_{i}.npy")
         np.save(path, a)
@@ -268,8 +274,11 @@ def main():
         feeds = compare_models.make_inputs(model_path, stem, seq or 128, batch)
         if not args.no_tessel:
             bench_tessel(model_path, feeds, args, res, os.path.join(args.out, f"{fam}_b{batch}"))
+        if args.tessel_arg:
+            res["tessel_args"] = args.tessel_arg
         try:
-            bench_torch(fam, feeds, args, res)
+            if not args.no_torch:
+                bench_torch(fam, feeds, args, res)
         except Exception as e:  # report and go on with the next model
             res["torch_error"] = f"{type(e).__name__}: {str(e)[:300]}"
         if res.get("tessel_ms") and res.get("torch_compile_ms"):

@@ -363,8 +363,17 @@ TEST(GpuLanes, BertShapesGetARowPerBlockOrWarp) {
   const std::string text = loop::print(ln.kernel);
   size_t loops = 0;
   for (size_t at = text.find("gpu.lanes for"); at != std::string::npos; at = text.find("gpu.lanes for", at + 1)) ++loops;
-  EXPECT_EQ(loops, 3u) << text;  // mean, variance, output
+  // The row (x + r) read once into the row cache, then mean, variance, output.
+  EXPECT_EQ(loops, 4u) << text;
+  EXPECT_NE(text.find("allocate %rowc: f32[768] local"), std::string::npos) << text;
+  EXPECT_NE(text.find("rowc[rowc_i] = in0[0, gpu_block, rowc_i] + in1[0, gpu_block, rowc_i]"), std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("in1["), text.rfind("in1[")) << text;  // read in one place only
   EXPECT_EQ(text.find("  for "), std::string::npos) << text;  // no serial loop left
+  // In registers: 4 of the row's elements a thread, indexed by unrolled counts.
+  const std::string code = cuda::emit_cuda_source({ln.kernel}).code;
+  EXPECT_NE(code.find("float b_rowc[4];"), std::string::npos) << code;
+  EXPECT_NE(code.find("b_rowc[ts_it0] = "), std::string::npos) << code;
   // Softmax over [1, 12, 128, 128] (with the mask add): a warp per row, 4 rows per block.
   const Scheduled sm = only_lanes_kernel(schedule_model("sm", [](GraphBuilder& b) {
     Value* s = b.op("Add", {b.input("s", DType::F32, {1, 12, 128, 128}), b.input("mask", DType::F32, {1, 1, 128, 128})});
@@ -478,7 +487,11 @@ TEST(GpuLanes, EmitsShufflesAndBarriers) {
   EXPECT_NE(block.find("ts_shfl_xor(v__x25lanes0, ts_o)"), std::string::npos) << block;
   EXPECT_NE(block.find("__shared__ float ts_lanes0[3];"), std::string::npos) << block;
   EXPECT_NE(block.find("__syncthreads();"), std::string::npos) << block;
-  EXPECT_NE(block.find("v_k += 96ll"), std::string::npos) << block;
+  // 300 iterations over 96 threads: 4 counted iterations a thread, the last guarded.
+  EXPECT_NE(block.find("for (int ts_it0 = 0; ts_it0 < 4; ++ts_it0)"), std::string::npos) << block;
+  EXPECT_NE(block.find("const long long v_k = m_k + (long long)threadIdx.x + (long long)ts_it0 * 96ll;"),
+            std::string::npos) << block;
+  EXPECT_NE(block.find("if ((long long)threadIdx.x + (long long)ts_it0 * 96ll < 300ll)"), std::string::npos) << block;
   EXPECT_NE(block.find("float v__x25lanes0 = (-0x0p+0f);"), std::string::npos) << block;  // -0.0: the sum's identity
   // A warp per row: shuffles only.
   std::vector<std::unique_ptr<Model>> keep;
@@ -515,7 +528,9 @@ TEST(GpuLanes, NvrtcCompilesTheKernelsForHopper) {
   cuda::NvrtcOptions o;
   o.arch = "sm_90a";
   const cuda::CudaSource src = cuda::emit_cuda_source(lanes_kernels(&keep));
-  EXPECT_EQ(cuda::compile_to_cubin(src.code, o).image.substr(0, 4), "\x7f" "ELF");
+  const cuda::Cubin c = cuda::compile_to_cubin(src.code, o);
+  EXPECT_EQ(c.image.substr(0, 4), "\x7f" "ELF");
+  EXPECT_EQ(c.log.find("warning"), std::string::npos) << c.log;
 }
 
 // ---- the emitted CUDA on the host ----------------------------------------------------------

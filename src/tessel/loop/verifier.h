@@ -21,9 +21,10 @@
 //     mention the thread or a lanes variable, or load a local buffer or an
 //     output), nor its own bounds; in such a kernel asserts are likewise
 //     outside lanes loops and the same for all threads. Other lanes loops
-//     store only to buffers allocated inside them and to params at an index
-//     that mentions the lanes variable; no param they store to is loaded
-//     anywhere in the kernel;
+//     store only to buffers allocated inside them, to params at an index
+//     that mentions the lanes variable, and to element v of a rank-1 local
+//     buffer of E elements when the loop is `for v in [0, E)` (a row cache);
+//     no param they store to is loaded anywhere in the kernel;
 //   - CPU: at most one Parallel loop, not nested in a loop or an if, with
 //     bounds over syms only (the runtime splits [0, extent) into tasks); no
 //     GPU-axis loops. CUDA: no Parallel loops;

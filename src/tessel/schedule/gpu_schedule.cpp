@@ -326,6 +326,16 @@ struct RowSpace {
   std::function<Stmt(const Expr&, const Stmt&)> at;
 };
 
+// The kernel's inputs that nothing in it stores to.
+std::set<const loop::Buffer*> read_only_params(const loop::Kernel& k) {
+  std::set<const loop::Buffer*> in;
+  for (size_t i = 0; i < k.num_inputs && i < k.params.size(); ++i) in.insert(k.params[i].get());
+  loop::visit_stmt(k.body, [&](const Stmt& s) {
+    if (s->kind == StmtKind::Store) in.erase(s->buffer.get());
+  }, [](const Expr&) {});
+  return in;
+}
+
 // Block b takes row b with T threads (gpu.thread.x), or, for T = 32, W
 // rows, a warp each (gpu.thread.y); the row's loops become gpu.lanes loops.
 // Row-level statements run in every thread of the row (same values).
@@ -347,7 +357,7 @@ std::optional<loop::Kernel> rows_to_blocks(const loop::Kernel& k, const RowSpace
   if (loop::as_const_int(blocks, &nb) && nb > 2147483647) return std::nullopt;
   const std::string b = fresh("gpu_block", &taken), t = fresh("gpu_thread", &taken), y = fresh("gpu_row", &taken);
   const Expr r = per_block > 1 ? loop::var(b) * Expr(per_block) + loop::var(y) : loop::var(b);
-  Stmt body = rs.at(r, with_lanes(rs.body));
+  Stmt body = rs.at(r, cache_row_values(with_lanes(rs.body), threads, read_only_params(k), &taken));
   if (per_block > 1) body = loop::if_then(loop::binary(loop::BinaryOp::Lt, r, rs.rows), body);
   body = loop::for_loop(t, Expr(0), Expr(threads), ForKind::GpuThreadX, body);
   if (per_block > 1) body = loop::for_loop(y, Expr(0), Expr(per_block), ForKind::GpuThreadY, body);

@@ -66,6 +66,8 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
+#include <string>
 
 #include "tessel/loop/ir.h"
 
@@ -89,5 +91,12 @@ struct GpuScheduleOptions {
 };
 
 loop::Kernel schedule_for_gpu(const loop::Kernel& k, const GpuScheduleOptions& o = {});
+
+// The row cache (gpu_row_cache.cpp): in a row body whose loops are gpu.lanes
+// loops over `threads` threads, values that several loops compute from
+// `inputs` (buffers nothing in the kernel writes) computed once into a
+// row-long local buffer. Fresh names are taken from and added to `taken`.
+loop::Stmt cache_row_values(const loop::Stmt& row, int64_t threads, const std::set<const loop::Buffer*>& inputs,
+                            std::set<std::string>* taken);
 
 }  // namespace tessel

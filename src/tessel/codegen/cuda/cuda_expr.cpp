@@ -253,6 +253,10 @@ std::string ExprEmitter::bitcast(DType to, const Expr& arg) {
 }
 
 std::string ExprEmitter::flat_index(const loop::Buffer& b, const std::vector<Expr>& indices) {
+  if (lane_buffers_.count(&b)) {
+    TS_CHECK(!lane_slot_.empty(), "cuda codegen: lane-distributed buffer ", b.name, " outside an unrolled lanes loop");
+    return lane_slot_;
+  }
   auto it = strides_.find(&b);
   TS_CHECK(it != strides_.end(), "cuda codegen: buffer ", b.name, " is not in scope");
   const std::vector<std::string>& strides = it->second;

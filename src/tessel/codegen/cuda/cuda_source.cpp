@@ -162,6 +162,9 @@ std::vector<const StmtNode*> statements_in(const Stmt& body, StmtKind kind) {
 std::vector<const StmtNode*> contracts_in(const Stmt& body) { return statements_in(body, StmtKind::Contract); }
 
 constexpr const char* kNarrowSuffix = "_i32";  // kernel_symbol never makes a lone '_'
+// gpu.lanes loops of at most this many iterations a thread are unrolled
+// counts (lanes_loop); lane-distributed buffers hold one element per count.
+constexpr int64_t kMaxLaneSlots = 32;
 
 // The largest L such that every param of `k` has at most INT32_MAX elements
 // when every sym is L (shapes grow with their syms), or 0 when no L does. The
@@ -390,7 +393,7 @@ class KernelWriter final : public CodeSink {
     line(str_cat("if (", idx, " < ", ex_.emit(s.extent), ") {"));
     ++indent_;
     const std::string min = loop::is_const(s.min, 0) ? "" : ex_.emit(s.min) + " + ";
-    line(str_cat("const long long ", var_name(s.var), " = ", min, idx, ";"));
+    line(str_cat("[[maybe_unused]] const long long ", var_name(s.var), " = ", min, idx, ";"));
     // The index is below the extent (the guard) and below the hardware's
     // limit for the axis (a grid of at most 2^31 - 1 blocks in x, 65535 in
     // y and z; at most 1024 threads).
@@ -456,6 +459,11 @@ class KernelWriter final : public CodeSink {
   // same value and applies it to the accumulator. The verifier keeps these
   // loops and the kernel's asserts where all of a block's threads reach
   // them, so no thread misses the shuffles or the barriers.
+  // With a constant extent of at most kMaxLaneSlots iterations a thread,
+  // the loop counts the thread's iterations (`#pragma unroll`, a guard only
+  // when the extent is not a multiple of T): the loads of all of them can be
+  // in flight at once, and a lane-distributed buffer (allocate below) is
+  // indexed by that count, so that it stays in registers.
   void lanes_loop(const StmtNode& s) {
     int64_t threads = 0;
     TS_CHECK(loop::as_const_int(launch_.block[0], &threads) && threads > 0, "cuda codegen: gpu.lanes loop ", s.var,
@@ -467,13 +475,32 @@ class KernelWriter final : public CodeSink {
     const std::string partial = str_cat("%lanes", n), other = str_cat("%lanes_other", n);
     const DType t = update ? update->buffer->dtype : DType::F32;
     const loop::BinaryOp op = update ? update->value->binary : loop::BinaryOp::Add;
+    int64_t extent = 0;
+    const bool counted = loop::as_const_int(s.extent, &extent) && extent > 0 &&
+                         (extent + threads - 1) / threads <= kMaxLaneSlots;
     line("{");
     ++indent_;
     if (update)
       line(str_cat(register_type(t), " ", var_name(partial), " = ", ex_.emit(reduction_identity(op, t)), ";"));
     line(str_cat("const long long ", m, " = ", ex_.emit(s.min), ";"));
-    line(str_cat("for (long long ", v, " = ", m, " + (long long)threadIdx.x, ", end, " = ", m, " + ",
-                 ex_.emit(s.extent), "; ", v, " < ", end, "; ", v, " += ", threads, "ll) {"));
+    const std::string it = str_cat("ts_it", n);
+    int open = 1;
+    if (counted) {
+      line("#pragma unroll");
+      line(str_cat("for (int ", it, " = 0; ", it, " < ", (extent + threads - 1) / threads, "; ++", it, ") {"));
+      // (Unused where the body reads only lane-distributed buffers.)
+      line(str_cat("  [[maybe_unused]] const long long ", v, " = ", m, " + (long long)threadIdx.x + (long long)", it,
+                   " * ", threads, "ll;"));
+      if (extent % threads != 0) {
+        line(str_cat("  if ((long long)threadIdx.x + (long long)", it, " * ", threads, "ll < ", extent, "ll) {"));
+        ++indent_;
+        ++open;
+      }
+    } else {
+      line(str_cat("for (long long ", v, " = ", m, " + (long long)threadIdx.x, ", end, " = ", m, " + ",
+                   ex_.emit(s.extent), "; ", v, " < ", end, "; ", v, " += ", threads, "ll) {"));
+    }
+    const std::string saved_slot = ex_.set_lane_slot(counted ? it : "");
     const bool in_loop = serial_loops_ > 0;
     ++serial_loops_;
     ExprEmitter::Scope range(ex_, s.var, iteration_range(ex_.bounds(s.min), ex_.bounds(s.extent)));
@@ -485,6 +512,11 @@ class KernelWriter final : public CodeSink {
     }
     --indent_;
     --serial_loops_;
+    ex_.set_lane_slot(saved_slot);
+    for (int i = 1; i < open; ++i) {
+      --indent_;
+      line("  }");
+    }
     line("}");
     if (update) {
       const std::string p = var_name(partial), q = var_name(other), reg = register_type(t);
@@ -543,6 +575,39 @@ class KernelWriter final : public CodeSink {
     fail("cuda codegen: unexpected statement in the gpu.lanes reduction of kernel ", k_.name);
   }
 
+  // A local buffer whose every access is element v of a gpu.lanes loop
+  // `for v in [0, E)` with E its size and at most kMaxLaneSlots iterations
+  // a thread (the row cache, schedule/gpu_row_cache.cpp) is lane-distributed:
+  // thread t holds elements t, t + T, ... in an array of one element per
+  // iteration, indexed by the unrolled loop's counter: registers, not a
+  // local-memory array of E elements a thread.
+  bool lane_distributed(const StmtNode& s, int64_t count) const {
+    int64_t threads = 0;
+    if (s.buffer->scope != loop::BufferScope::Local || s.buffer->shape.size() != 1 || count <= 0 ||
+        !loop::as_const_int(launch_.block[0], &threads) || threads <= 0 ||
+        (count + threads - 1) / threads > kMaxLaneSlots)
+      return false;
+    const loop::Buffer* b = s.buffer.get();
+    bool ok = true;
+    const auto at_lane = [&](const StmtNode* lanes, const std::vector<Expr>& index) {
+      int64_t e = 0;
+      return lanes && loop::is_const(lanes->min, 0) && loop::as_const_int(lanes->extent, &e) && e == count &&
+             index.size() == 1 && index[0]->kind == loop::ExprKind::Var && index[0]->name == lanes->var;
+    };
+    std::function<void(const Stmt&, const StmtNode*)> walk = [&](const Stmt& st, const StmtNode* lanes) {
+      if (!ok || !st.defined()) return;
+      if (st->kind == StmtKind::For && st->for_kind == ForKind::GpuLanes) lanes = st.node.get();
+      if (st->kind == StmtKind::Store && st->buffer.get() == b) ok = ok && at_lane(lanes, st->indices);
+      for (const Expr& root : loop::stmt_exprs(st))
+        loop::visit_expr(root, [&](const Expr& x) {
+          if (x->kind == loop::ExprKind::Load && x->buffer.get() == b) ok = ok && at_lane(lanes, x->args);
+        });
+      for (const Stmt& c : st->body) walk(c, lanes);
+    };
+    walk(s.body[0], nullptr);
+    return ok;
+  }
+
   void allocate(const StmtNode& s) {
     const loop::Buffer& b = *s.buffer;
     int64_t count = 1;
@@ -550,6 +615,18 @@ class KernelWriter final : public CodeSink {
       int64_t n = 0;
       TS_CHECK(loop::as_const_int(d, &n) && n >= 0, "cuda codegen: buffer ", b.name, " needs a constant shape");
       count = checked_mul(count, n);
+    }
+    if (lane_distributed(s, count)) {
+      int64_t threads = 0;
+      loop::as_const_int(launch_.block[0], &threads);
+      line("{");
+      line(str_cat(storage_type(b.dtype), " ", buffer_name(b.name), "[", (count + threads - 1) / threads,
+                   "];  // lane-distributed: element t + ", threads, " i of ", count, " is [i] of thread t"));
+      ex_.add_lane_buffer(&b);
+      stmt(s.body[0]);
+      ex_.remove_buffer(&b);
+      line("}");
+      return;
     }
     line("{");
     // Local buffers start zeroed, as the evaluator's do; shared ones are not initialised.

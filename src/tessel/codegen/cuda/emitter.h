@@ -66,7 +66,15 @@ class ExprEmitter {
 
   // Row-major strides of a buffer, as C expressions (innermost "1").
   void add_buffer(const loop::Buffer* b, std::vector<std::string> strides) { strides_[b] = std::move(strides); }
-  void remove_buffer(const loop::Buffer* b) { strides_.erase(b); }
+  void remove_buffer(const loop::Buffer* b) {
+    strides_.erase(b);
+    lane_buffers_.erase(b);
+  }
+  // A lane-distributed buffer (cuda_source.cpp: a row cache in registers),
+  // indexed only by the variable of unrolled gpu.lanes loops: each access is
+  // element `lane_slot` (the loop's iteration counter) of the thread's array.
+  void add_lane_buffer(const loop::Buffer* b) { lane_buffers_.insert(b); }
+  std::string set_lane_slot(std::string slot) { return std::exchange(lane_slot_, std::move(slot)); }
   std::string emit(const loop::Expr& e);
   std::string flat_index(const loop::Buffer& b, const std::vector<loop::Expr>& indices);
   // The register value `v` of type t converted for storing into a buffer of t.
@@ -84,6 +92,8 @@ class ExprEmitter {
   std::string emit_i32(const loop::Expr& e);
   std::string flat_index_i32(const std::vector<std::string>& strides, const std::vector<loop::Expr>& indices);
   std::map<const loop::Buffer*, std::vector<std::string>> strides_;
+  std::set<const loop::Buffer*> lane_buffers_;
+  std::string lane_slot_;
   loop::Bounds bounds_;
 };
 
