@@ -845,13 +845,18 @@ TEST(FlashAttention, WgmmaMatchesTheEvaluator) {
   hopper.wgmma = hopper.flash_wgmma = true;
   for (const auto& [d, e] : std::vector<std::pair<int, int>>{{64, 32}, {128, 64}, {64, 128}}) {
     const std::string text = str_cat(
-        "kernel flash_w", d, "_", e, "(in %q: bf16[2, 90, ", d, "], in %k: bf16[2, 150, ", d, "], in %v: bf16[2, 150, ",
-        e, "], out %o: f32[2, 90, ", e, "]) {\n  attention bh in [0, 2), i in [0, 90), j in [0, 150), d in [0, ", d,
+        "kernel flash_w", d, "_", e, "(in %q: bf16[2, 140, ", d, "], in %k: bf16[2, 150, ", d, "], in %v: bf16[2, 150, ",
+        e, "], out %o: f32[2, 140, ", e, "]) {\n  attention bh in [0, 2), i in [0, 140), j in [0, 150), d in [0, ", d,
         "), e in [0, ", e, "): acc = softmax_dot(cast<f32>(q[bh, i, d]), cast<f32>(k[bh, j, d]), "
         "cast<f32>(v[bh, j, e]), 0.125f32, select(j > i + 70, -inff32, 0.0f32), bf16) {\n    o[bh, i, e] = acc\n"
         "  }\n}\n");
-    const std::string code = emit_cuda_source({loop::parse_kernel(text)}, hopper).code;
+    const CudaSource src = emit_cuda_source({loop::parse_kernel(text)}, hopper);
+    const std::string& code = src.code;
     EXPECT_NE(code.find("ts_wgmma_bf16_n64_t0(&ts_s[0][0]"), std::string::npos);
+    // Two warpgroups of 64 query rows a block: 256 threads, 2 blocks for 140 rows.
+    EXPECT_NE(code.find("__launch_bounds__(256) "), std::string::npos);
+    EXPECT_EQ(loop::eval_index(src.kernels[0].launch.block[0], {}), 256);
+    EXPECT_EQ(loop::eval_index(src.kernels[0].launch.grid[0], {}), 2);
     EXPECT_EQ(code.find(str_cat("ts_wgmma_rs_bf16_n", e, "_t1(&ts_o[0][0]")) != std::string::npos, e % 64 == 0) << e;
     std::vector<float> got;
     EXPECT_LT(flash_emulation_error(text, DType::BF16, &got, hopper), 1e-2) << d << " " << e;

@@ -236,7 +236,8 @@ class KernelWriter final : public CodeSink {
       sig += str_cat("__launch_bounds__(", mma_->threads(),
                      mma_->min_blocks > 1 ? str_cat(", ", mma_->min_blocks) : "", ") ");
     }
-    if (attention_) sig += "__launch_bounds__(128) ";
+    if (attention_)
+      sig += str_cat("__launch_bounds__(", flash_attention_threads(*attentions[0], *this, gemm_.flash_wgmma), ") ");
     sig += info->symbol + "(";
     for (size_t i = 0; i < k_.params.size(); ++i) {
       const loop::Buffer& b = *k_.params[i];

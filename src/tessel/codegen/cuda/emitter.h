@@ -185,6 +185,8 @@ bool vectorizable(const loop::ExprNode& load, const std::string& vec, const loop
 // With `wgmma` (sm_90a) and head sizes d that are multiples of 64, the
 // scores come from wgmma on 128-byte swizzled Q and K tiles.
 LaunchGeometry emit_flash_attention(const loop::StmtNode& attention, CodeSink& out, bool wgmma);
+// Its threads a block (for __launch_bounds__, written before the body).
+int flash_attention_threads(const loop::StmtNode& attention, CodeSink& out, bool wgmma);
 
 // ---- the warp-specialised TMA GEMM (tma_gemm.cpp, MmaPlan::tma) ----
 

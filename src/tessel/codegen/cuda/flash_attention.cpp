@@ -1,13 +1,13 @@
 // The attention statement (loop/ir.h) as one flash-attention kernel
 // (docs/flash_attention.md, step 3: FlashAttention-2's structure on
 // mma.sync; with wgmma (GemmTarget::flash_wgmma, sm_90a, d a multiple of
-// 64) the block's warpgroup computes S = Q K^T, and P V where e is a
-// multiple of 64, with wgmma from 128-byte swizzled tiles instead; TMA and
-// warp specialisation are the next step):
+// 64) the block's two warpgroups (128 query rows) compute S = Q K^T, and
+// P V where e is a multiple of 64, with wgmma from 128-byte swizzled tiles
+// instead; TMA and warp specialisation are the next step):
 //
-//   grid (ceil(M / 64), min(batch, 65535)), 128 threads (4 warps of 16 query rows)
+//   grid (ceil(M / R), min(batch, 65535)), 2 R threads (warps of 16 query rows; R = 64, wgmma 128)
 //   for each batch entry of this block (a grid-stride loop over gridDim.y):
-//     shared Q <- the block's 64 query rows (0 past M)    q(batch, i, d) per element
+//     shared Q <- the block's R query rows (0 past M)     q(batch, i, d) per element
 //     registers <- Q's mma fragments (ldmatrix; wgmma reads Q from shared)
 //     O = 0, m = -inf, l = 0 per row
 //     for each tile of 64 keys:
@@ -36,7 +36,7 @@ using loop::Expr;
 
 namespace {
 
-constexpr int kRows = 64, kKeys = 64, kThreads = 128;
+constexpr int kKeys = 64;
 
 class FlashWriter {
  public:
@@ -58,6 +58,10 @@ class FlashWriter {
     async_ = copyable(a_.k, a_.j, a_.d, d_) && copyable(a_.v, a_.j, a_.e, e_);
     wgmma_ = wgmma && async_ && d_ % 64 == 0;
     pv_wgmma_ = wgmma_ && e_ % 64 == 0;
+    // wgmma: two warpgroups of 64 query rows share each K / V tile, half
+    // the tile traffic a FLOP of one warpgroup a block.
+    rows_ = wgmma_ ? 128 : 64;
+    threads_ = 2 * rows_;  // warp w: rows 16 w .. 16 w + 15
   }
 
   void write() {
@@ -65,8 +69,8 @@ class FlashWriter {
     line("{");
     out_.indent(1);
     const char* form = !wgmma_ ? "mma.sync" : pv_wgmma_ ? "wgmma" : "wgmma scores, mma.sync P V";
-    line(str_cat("// flash attention (", half_, " ", form,
-                 "): 64 query rows a block, 4 warps, tiles of 64 keys, head sizes ", d_, " / ", e_));
+    line(str_cat("// flash attention (", half_, " ", form, "): ", rows_, " query rows a block, ", threads_ / 32,
+                 " warps, tiles of 64 keys, head sizes ", d_, " / ", e_));
     line(str_cat("const long long ts_B = ", ex.emit(a_.batch_extent), ", ts_M = ", ex.emit(a_.m), ", ts_N = ",
                  ex.emit(a_.n), ";"));
     // Scores in base 2: exp2f is one MUFU.EX2 and a little range handling.
@@ -76,35 +80,37 @@ class FlashWriter {
     const int qd = d_ + 8, vd = e_ + 8;  // padded rows (halves): ldmatrix rows on distinct banks
     if (wgmma_) {
       // Q and K as wgmma reads them: 128-byte swizzled K-major tiles (1024-
-      // byte aligned), 64 columns (128 bytes) a region of 64 rows; V in the
-      // same layout when wgmma reads it too (N-major), else padded.
+      // byte aligned), 64 columns (128 bytes) a region of the tile's rows
+      // (Q: 128, K: 64); V in the K tiles' layout when wgmma reads it too
+      // (N-major), else padded.
       line("unsigned char* const ts_sm = ts_dsmem + ((1024u - (ts_smem_addr(ts_dsmem) & 1023u)) & 1023u);");
       line("unsigned char* const ts_Qw = ts_sm;");
-      line(str_cat("unsigned char* const ts_Kw = ts_sm + ", tile_bytes(), ";"));
+      line(str_cat("unsigned char* const ts_Kw = ts_sm + ", q_bytes(), ";"));
       if (pv_wgmma_) {
-        line(str_cat("unsigned char* const ts_Vw = ts_sm + ", 3 * tile_bytes(), ";  // swizzled, N-major for wgmma"));
+        line(str_cat("unsigned char* const ts_Vw = ts_sm + ", q_bytes() + 2 * k_bytes(),
+                     ";  // swizzled, N-major for wgmma"));
       } else {
         line(str_cat("unsigned short (*ts_Vs)[", vd, "] = reinterpret_cast<unsigned short (*)[", vd, "]>(ts_sm + ",
-                     3 * tile_bytes(), ");"));
+                     q_bytes() + 2 * k_bytes(), ");"));
       }
-      line("// Byte offset of halves (r, c .. c + 7), c a multiple of 8, in a swizzled tile.");
-      line("auto ts_swz = [](int r, int c) -> unsigned {");
-      line("  return (unsigned)((c >> 6) * 8192 + r * 128 + ((((c >> 3) & 7) ^ (r & 7)) << 4));");
+      line("// Byte offset of halves (r, c .. c + 7), c a multiple of 8, in a swizzled tile of `rows` rows.");
+      line("auto ts_swz = [](int r, int c, int rows) -> unsigned {");
+      line("  return (unsigned)((c >> 6) * rows * 128 + r * 128 + ((((c >> 3) & 7) ^ (r & 7)) << 4));");
       line("};");
     } else {
       line(str_cat("unsigned short (*ts_Qs)[", qd, "] = reinterpret_cast<unsigned short (*)[", qd, "]>(ts_dsmem);"));
       line(str_cat("unsigned short (*ts_Ks)[", qd, "] = reinterpret_cast<unsigned short (*)[", qd, "]>(ts_dsmem + ",
-                   kRows * qd * 2, ");"));
+                   rows_ * qd * 2, ");"));
       line(str_cat("unsigned short (*ts_Vs)[", vd, "] = reinterpret_cast<unsigned short (*)[", vd, "]>(ts_dsmem + ",
-                   (kRows + buffers() * kKeys) * qd * 2, ");"));
+                   (rows_ + buffers() * kKeys) * qd * 2, ");"));
     }
     line("const int ts_tid = (int)threadIdx.x, ts_warp = ts_tid >> 5, ts_lane = ts_tid & 31;");
     line("const int ts_g = ts_lane >> 2, ts_t = ts_lane & 3;");
-    line("const long long ts_m0 = (long long)blockIdx.x * 64ll;");
+    line(str_cat("const long long ts_m0 = (long long)blockIdx.x * ", rows_, "ll;"));
     lambdas();
     line("for (long long ts_bh = blockIdx.y; ts_bh < ts_B; ts_bh += gridDim.y) {");
     out_.indent(1);
-    load_tile(wgmma_ ? "ts_Qw" : "ts_Qs", a_.q, a_.i, "ts_m0", "ts_M", a_.d, d_, kRows);
+    load_tile(wgmma_ ? "ts_Qw" : "ts_Qs", a_.q, a_.i, "ts_m0", "ts_M", a_.d, d_, rows_);
     if (wgmma_) {
       line("ts_fence_async_smem();  // Q, written by the threads, read by wgmma");
       line("__syncthreads();");
@@ -139,7 +145,7 @@ class FlashWriter {
       if (wgmma_) line("ts_fence_async_smem();  // K, copied by cp.async, read by wgmma");
       line("__syncthreads();");
       if (wgmma_) {
-        line(str_cat("const unsigned ts_kaddr = ts_smem_addr(ts_Kw) + (unsigned)ts_buf * ", tile_bytes(), "u;"));
+        line(str_cat("const unsigned ts_kaddr = ts_smem_addr(ts_Kw) + (unsigned)ts_buf * ", k_bytes(), "u;"));
       } else {
         line(str_cat("unsigned short (*ts_Kb)[", qd, "] = ts_Ks + ts_buf * ", kKeys, ";"));
       }
@@ -173,15 +179,17 @@ class FlashWriter {
     line("}");
   }
 
+  int threads() const { return threads_; }
+
   // Its grid, block and dynamic shared memory (the three tiles).
   LaunchGeometry launch() const {
     LaunchGeometry g;
-    g.grid[0] = loop::simplify(loop::floordiv(a_.m + Expr(kRows - 1), Expr(kRows)));
+    g.grid[0] = loop::simplify(loop::floordiv(a_.m + Expr(rows_ - 1), Expr(rows_)));
     g.grid[1] = loop::simplify(loop::min(a_.batch_extent, Expr(65535)));
-    g.block[0] = Expr(kThreads);
+    g.block[0] = Expr(threads_);
     const int64_t v_bytes = pv_wgmma_ ? 2 * v_tile_bytes() : int64_t{buffers() * kKeys} * (e_ + 8) * 2;
-    g.shared_bytes = static_cast<unsigned>(
-        wgmma_ ? 1024 + 3 * tile_bytes() + v_bytes : int64_t{kRows + buffers() * kKeys} * (d_ + 8) * 2 + v_bytes);
+    g.shared_bytes = static_cast<unsigned>(wgmma_ ? 1024 + q_bytes() + 2 * k_bytes() + v_bytes
+                                                  : int64_t{rows_ + buffers() * kKeys} * (d_ + 8) * 2 + v_bytes);
     return g;
   }
 
@@ -191,8 +199,10 @@ class FlashWriter {
   void loop(const char* v, int n, const std::function<void()>& body) { unrolled_loops(out_, {{v, n}}, body); }
 
   int buffers() const { return async_ ? 2 : 1; }
-  // A swizzled Q or K tile (64 rows of d halves), bytes; a V tile (64 keys of e).
-  int tile_bytes() const { return kRows * d_ * 2; }
+  // Bytes of the Q tile (the block's rows of d halves), a K tile (64 keys of
+  // d) and a V tile (64 keys of e).
+  int q_bytes() const { return rows_ * d_ * 2; }
+  int k_bytes() const { return kKeys * d_ * 2; }
   int v_tile_bytes() const { return kKeys * e_ * 2; }
 
   // The plain load of `value` when 16-byte copies of 8 consecutive columns
@@ -214,14 +224,14 @@ class FlashWriter {
     const auto copy = [&](const char* tile, const Expr& value, const std::string& col_var, int width) {
       const loop::ExprNode* load = vector_load(value, a_.j, col_var, width);
       const int per_row = width / 8;
-      line(str_cat("for (int ts_e = ts_tid; ts_e < ", kKeys * per_row, "; ts_e += ", kThreads, ") {"));
+      line(str_cat("for (int ts_e = ts_tid; ts_e < ", kKeys * per_row, "; ts_e += ", threads_, ") {"));
       out_.indent(1);
       line(str_cat("const int ts_r = ts_e / ", per_row, ", ts_c = ts_e % ", per_row, " * 8;"));
       row_indices(a_.j, n0, "ts_N", col_var);
       const bool is_k = std::string(tile) == "ts_Ks";
       const std::string dst =
-          wgmma_ && is_k      ? str_cat("ts_Kw + ", buf, " * ", tile_bytes(), ", ts_swz(ts_r, ts_c)")
-          : pv_wgmma_ && !is_k ? str_cat("ts_Vw + ", buf, " * ", v_tile_bytes(), ", ts_swz(ts_r, ts_c)")
+          wgmma_ && is_k      ? str_cat("ts_Kw + ", buf, " * ", k_bytes(), ", ts_swz(ts_r, ts_c, ", kKeys, ")")
+          : pv_wgmma_ && !is_k ? str_cat("ts_Vw + ", buf, " * ", v_tile_bytes(), ", ts_swz(ts_r, ts_c, ", kKeys, ")")
                                : str_cat("(unsigned char*)&", tile, "[", buf, " * ", kKeys, " + ts_r][ts_c], 0u");
       line(str_cat("ts_cp16_at(", dst, ", &", buffer_name(load->buffer->name), "[",
                    out_.expr().flat_index(*load->buffer, load->args), "], ts_at < ts_N);"));
@@ -252,7 +262,7 @@ class FlashWriter {
     if (const loop::ExprNode* load = vector_load(value, row_var, col_var, width)) {
       // 16 bytes (8 consecutive columns) a load and a store.
       const int per_row = width / 8;
-      line(str_cat("for (int ts_e = ts_tid; ts_e < ", rows * per_row, "; ts_e += ", kThreads, ") {"));
+      line(str_cat("for (int ts_e = ts_tid; ts_e < ", rows * per_row, "; ts_e += ", threads_, ") {"));
       out_.indent(1);
       line(str_cat("const int ts_r = ts_e / ", per_row, ", ts_c = ts_e % ", per_row, " * 8;"));
       row_indices(row_var, row0, extent, col_var);
@@ -263,7 +273,7 @@ class FlashWriter {
       line("}");
       return;
     }
-    line(str_cat("for (int ts_e = ts_tid; ts_e < ", rows * width, "; ts_e += ", kThreads, ") {"));
+    line(str_cat("for (int ts_e = ts_tid; ts_e < ", rows * width, "; ts_e += ", threads_, ") {"));
     out_.indent(1);
     line(str_cat("const int ts_r = ts_e / ", width, ", ts_c = ts_e % ", width, ";"));
     row_indices(row_var, row0, extent, col_var);
@@ -276,9 +286,9 @@ class FlashWriter {
 
   // The address of tile element (ts_r, col): a padded tile's, or in the
   // swizzled Q tile (ts_Qw) the 16-byte unit's plus the element's offset.
-  static std::string at(const char* tile, const char* col) {
+  std::string at(const char* tile, const char* col) const {
     if (std::string(tile) == "ts_Qw")
-      return str_cat("(ts_Qw + ts_swz(ts_r, ", col, " & ~7) + (", col, " & 7) * 2)");
+      return str_cat("(ts_Qw + ts_swz(ts_r, ", col, " & ~7, ", rows_, ") + (", col, " & 7) * 2)");
     return str_cat("&", tile, "[ts_r][", col, "]");
   }
 
@@ -297,14 +307,17 @@ class FlashWriter {
     line("float ts_s[8][4];");
     loop("ts_q", 8, [&] { line("ts_s[ts_q][0] = ts_s[ts_q][1] = ts_s[ts_q][2] = ts_s[ts_q][3] = 0.0f;"); });
     if (wgmma_) {
-      // The warpgroup's 64 x 64 scores: m64n64k16 steps over d, 32 bytes
-      // apart in a swizzled region, 8 KB between regions. Its accumulators
-      // are mma.sync's m16n8 tiles side by side (warp w: rows 16 w ..).
+      // Warpgroup g's 64 x 64 scores (its rows 64 g ..): m64n64k16 steps
+      // over d, 32 bytes apart in a swizzled region; a region is 16 KB of
+      // Q (128 rows), 8 KB of K. The accumulators are mma.sync's m16n8
+      // tiles side by side (warp w: rows 16 w ..).
       line("ts_wgmma_fence();");
+      line(str_cat("const unsigned ts_qaddr = ts_smem_addr(ts_Qw) + (unsigned)(ts_warp >> 2) * ", 64 * 128, "u;"));
       loop("ts_kk", d_ / 16, [&] {
-        line("const unsigned ts_ko = (unsigned)(ts_kk >> 2) * 8192u + (unsigned)(ts_kk & 3) * 32u;");
-        line(str_cat("ts_wgmma_", half_, "_n64_t0(&ts_s[0][0], ts_wdesc(ts_smem_addr(ts_Qw) + ts_ko), "
-                     "ts_wdesc(ts_kaddr + ts_ko));"));
+        line(str_cat("const unsigned ts_qo = (unsigned)(ts_kk >> 2) * ", rows_ * 128,
+                     "u + (unsigned)(ts_kk & 3) * 32u, ts_ko = (unsigned)(ts_kk >> 2) * ", kKeys * 128,
+                     "u + (unsigned)(ts_kk & 3) * 32u;"));
+        line(str_cat("ts_wgmma_", half_, "_n64_t0(&ts_s[0][0], ts_wdesc(ts_qaddr + ts_qo), ts_wdesc(ts_kaddr + ts_ko));"));
       });
       line("ts_wgmma_commit();");
       line("ts_wgmma_wait0();");
@@ -443,9 +456,14 @@ class FlashWriter {
   bool async_ = false;  // K and V are plain loads: cp.async, two buffers
   bool wgmma_ = false;     // scores by wgmma (sm_90a, d a multiple of 64, async_)
   bool pv_wgmma_ = false;  // and P V (e a multiple of 64)
+  int rows_ = 64, threads_ = 128;  // query rows and threads a block
 };
 
 }  // namespace
+
+int flash_attention_threads(const loop::StmtNode& s, CodeSink& out, bool wgmma) {
+  return FlashWriter(s, out, wgmma).threads();
+}
 
 LaunchGeometry emit_flash_attention(const loop::StmtNode& s, CodeSink& out, bool wgmma) {
   FlashWriter w(s, out, wgmma);
