@@ -16,6 +16,7 @@
 #include "tessel/loop/printer.h"
 #include "tessel/loop/verifier.h"
 #include "tessel/loop/visit.h"
+#include "tessel/schedule/gpu_schedule.h"
 
 namespace tessel {
 namespace {
@@ -388,6 +389,38 @@ TEST(GpuLanes, BertShapesGetARowPerBlockOrWarp) {
   const cuda::LaunchGeometry g = cuda::emit_cuda_source({dyn.kernel}).kernels[0].launch;
   EXPECT_EQ(loop::eval_index(g.grid[0], {{"n", 17}, {"m", 5}}), 17);
   EXPECT_EQ(loop::eval_index(g.block[0], {{"n", 17}, {"m", 5}}), 128);
+}
+
+// The row cache takes values every iteration of their first loop computes:
+// y[b, k] (both loops) is cached; x[b, k + 100], read only where k < 200
+// (beyond, the load would be out of bounds), stays where it is; the
+// accumulator's value (a local) is never cached.
+TEST(GpuLanes, RowCacheTakesOnlyUnconditionalInputValues) {
+  const loop::Kernel k = loop::parse_kernel(R"(kernel guarded(in %x: f32[n, 300], in %y: f32[n, 300], out %o: f32[n, 300]) syms(n) {
+  gpu.block.x for b in [0, n) {
+    gpu.thread.x for t in [0, 96) {
+      allocate %acc: f32[1] local
+      acc[0] = 0.0f32
+      gpu.lanes for k in [0, 300) {
+        acc[0] = acc[0] + (select(k < 200, x[b, k + 100], 0.0f32) + y[b, k] * 2.0f32)
+      }
+      gpu.lanes for j in [0, 300) {
+        o[b, j] = select(j < 200, x[b, j + 100], 1.0f32) * (y[b, j] * 2.0f32) / acc[0]
+      }
+    }
+  }
+}
+)");
+  const loop::Stmt row = k.body->body[0]->body[0];  // inside gpu.thread.x
+  std::set<std::string> taken = loop::names_in(k.body);
+  const std::set<const loop::Buffer*> inputs = {k.params[0].get(), k.params[1].get()};
+  const std::string text = loop::print(cache_row_values(row, 96, inputs, &taken));
+  EXPECT_NE(text.find("rowc[rowc_i] = y[b, rowc_i] * 2.0f32"), std::string::npos) << text;
+  EXPECT_EQ(text.find("rowc0"), std::string::npos) << text;  // one cached value
+  EXPECT_NE(text.find("select(j < 200, x[b, j + 100], 1.0f32) * rowc[j]"), std::string::npos) << text;
+  // Without y among the inputs (say the kernel wrote it), nothing is cached.
+  const std::set<const loop::Buffer*> only_x = {k.params[0].get()};
+  EXPECT_EQ(loop::print(cache_row_values(row, 96, only_x, &taken)), loop::print(row));
 }
 
 TEST(GpuLanes, ShortRowsAndStridedRowsKeepAThreadPerRow) {

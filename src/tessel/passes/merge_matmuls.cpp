@@ -55,7 +55,8 @@ std::optional<Sibling> with_bias(const Graph& g, Node* mm, const Uses& uses,
   Sibling s{mm, nullptr, nullptr};
   const Value* y = mm->outputs[0];
   const auto it = consumer.find(y);
-  if (uses.at(y) != 1 || it == consumer.end()) return std::nullopt;
+  const auto u = uses.find(y);
+  if (u == uses.end() || u->second != 1 || it == consumer.end()) return std::nullopt;
   Node* add = it->second;
   if (!add->domain.empty() || add->op != "Add" || add->inputs.size() != 2 || !add->outputs[0] ||
       g.is_output(add->outputs[0]) || !add->outputs[0]->type.has_shape() ||

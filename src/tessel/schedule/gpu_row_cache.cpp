@@ -24,7 +24,10 @@
 // Cached: the largest subexpressions that occur in two or more of the row's
 // lanes loops of one constant extent from 0, mention the loop variable, and
 // read only the kernel's inputs (which nothing in the kernel writes), with
-// no variable bound inside the loop; at most kMaxCached of them, and only
+// no variable bound inside the loops, and that the first of those loops
+// evaluates at every iteration (not under an if or a select's branch: the
+// fill loop evaluates them everywhere, and a guarded load may be out of
+// bounds where its guard is false); at most kMaxCached of them, and only
 // while a thread holds at most kMaxPerThread elements of each.
 #include <functional>
 #include <set>
@@ -108,6 +111,26 @@ class RowCache {
     return out;
   }
 
+  // Those evaluated at every iteration: the values and indices of the lets
+  // and stores reached through Let and Seq only (not under an if or an
+  // inner loop), renamed. The fill loop evaluates a cached value at every
+  // iteration, so it must come from here: a load the row reads only under
+  // a condition may be out of bounds where the condition is false.
+  std::vector<Expr> unconditional_exprs(const StmtNode* l, const std::string& canon) const {
+    std::vector<Expr> out;
+    const loop::VarMap m = {{l->var, loop::var(canon)}};
+    std::function<void(const Stmt&)> walk = [&](const Stmt& st) {
+      if (!st.defined()) return;
+      if (st->kind == StmtKind::Let || st->kind == StmtKind::Store) {
+        for (const Expr& e : loop::stmt_exprs(st)) out.push_back(loop::substitute(e, m));
+      }
+      if (st->kind == StmtKind::Let || st->kind == StmtKind::Seq)
+        for (const Stmt& c : st->body) walk(c);
+    };
+    walk(l->body[0]);
+    return out;
+  }
+
   // Worth caching and safe to: mentions `var`, loads something, loads only
   // the inputs, uses no variable bound in the loop.
   bool cacheable(const Expr& e, const std::string& var, const std::set<std::string>& inner) const {
@@ -144,6 +167,7 @@ class RowCache {
       std::vector<Expr> later;
       for (size_t j = i + 1; j < loops_.size(); ++j)
         for (const Expr& e : renamed_exprs(loops_[j], c_var_)) later.push_back(e);
+      // (Not into a select's values: those are evaluated under its condition.)
       std::function<void(const Expr&)> search = [&](const Expr& e) {
         if (static_cast<int>(cached_.size()) >= kMaxCached) return;
         for (const Cached& c : cached_)
@@ -152,9 +176,10 @@ class RowCache {
           cached_.push_back({e, nullptr, i});
           return;
         }
+        if (e->kind == ExprKind::Select) return search(e->args[0]);
         for (const Expr& a : e->args) search(a);
       };
-      for (const Expr& root : renamed_exprs(loops_[i], c_var_)) search(root);
+      for (const Expr& root : unconditional_exprs(loops_[i], c_var_)) search(root);
     }
   }
 
