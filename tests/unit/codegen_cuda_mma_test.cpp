@@ -236,6 +236,9 @@ TEST(MmaPlan, TmaForLargeGemms) {
     const MmaPlan q = plan_mma_gemm(contract_of(k), pp);
     EXPECT_TRUE(q.tma && q.pingpong && q.tiles.bn == 128);
     EXPECT_FALSE(plan_of(c, pp).pingpong);  // a cheap epilogue: cooperative
+    pp.tma_pingpong_all = true;              // ... unless every TMA GEMM is to be ping-pong
+    const MmaPlan all = plan_of(c, pp);
+    EXPECT_TRUE(all.tma && all.pingpong && all.tiles.bn == 128);
   }
   EXPECT_EQ(plan({"p", DType::BF16, 1, 4096, 4096, 4092}), "mma.sync");        // rows of 4092: not 16-byte aligned
   EXPECT_EQ(plan({"p", DType::F32, 1, 4096, 4096, 4096}), "mma.sync");

@@ -266,7 +266,8 @@ GemmTarget gemm_target_for(const std::string& arch) {
   const char* flash = std::getenv("TESSEL_CUDA_FLASH_WGMMA");
   t.flash_wgmma = t.wgmma && flash && std::string(flash) == "1";
   const char* pingpong = std::getenv("TESSEL_CUDA_TMA_PINGPONG");
-  t.tma_pingpong = pingpong && std::string(pingpong) == "1";
+  t.tma_pingpong_all = pingpong && std::string(pingpong) == "all";
+  t.tma_pingpong = t.tma_pingpong_all || (pingpong && std::string(pingpong) == "1");
   const char* overlap = std::getenv("TESSEL_CUDA_WGMMA_OVERLAP");
   t.wgmma_overlap = !(overlap && std::string(overlap) == "0");
   return t;
@@ -311,7 +312,8 @@ static int64_t epilogue_float_ops(const loop::Stmt& s) {
 static bool use_tma(MmaPlan& p, const loop::ContractView& c, int64_t batch, int64_t m, int64_t n, int64_t k,
                     const GemmTarget& target) {
   if (!p.wgmma || !target.tma || batch < 0 || m < 0 || n <= 64 || k < 0) return false;
-  const bool cooperative = k >= target.tma_min_k || (k >= target.tma_min_k_cheap && epilogue_float_ops(c.epilogue) <= 8);
+  const bool cooperative = !target.tma_pingpong_all && (k >= target.tma_min_k ||
+                                                         (k >= target.tma_min_k_cheap && epilogue_float_ops(c.epilogue) <= 8));
   if (!cooperative && !target.tma_pingpong) return false;
   const DType t = p.precision == MmaPrecision::Bf16 ? DType::BF16 : DType::F16;
   const bool n_major = p.b_load == OperandLoad::VectorRows;

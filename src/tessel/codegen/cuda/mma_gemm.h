@@ -135,8 +135,10 @@ struct GemmTarget {
   int64_t tma_min_k = 1024, tma_min_k_cheap = 256;
   // Below tma_min_k with a costlier epilogue: the TMA kernel in its
   // ping-pong form (MmaPlan::pingpong); off until measured on a GPU:
-  // TESSEL_CUDA_TMA_PINGPONG=1.
-  bool tma_pingpong = false;
+  // TESSEL_CUDA_TMA_PINGPONG=1. `tma_pingpong_all` (=all): every TMA GEMM
+  // in that form (to measure it where the epilogue is a large store, such
+  // as GPT-2's LM head writing f32 logits).
+  bool tma_pingpong = false, tma_pingpong_all = false;
   int sm_count = 132;  // multiprocessors (H100/H200 SXM: 132)
   // MmaPlan::wgmma_overlap where the pipeline has the stages for it; off:
   // TESSEL_CUDA_WGMMA_OVERLAP=0 (to compare).
@@ -162,7 +164,8 @@ bool use_wgmma_for(const std::string& arch);
 // wgmma from use_wgmma_for; tma unless TESSEL_CUDA_TMA=0; both of tma's K
 // thresholds from TESSEL_CUDA_TMA_MIN_K when set (to measure them);
 // flash_wgmma with wgmma and TESSEL_CUDA_FLASH_WGMMA=1; wgmma_overlap
-// unless TESSEL_CUDA_WGMMA_OVERLAP=0; tma_pingpong with TESSEL_CUDA_TMA_PINGPONG=1.
+// unless TESSEL_CUDA_WGMMA_OVERLAP=0; tma_pingpong with TESSEL_CUDA_TMA_PINGPONG=1
+// (=all: tma_pingpong_all too).
 GemmTarget gemm_target_for(const std::string& arch);
 
 // Whether `e` is always a value of type t (f16 or bf16) held in f32:
