@@ -44,7 +44,10 @@ std::unique_ptr<Model> conv_model(int64_t c, int64_t h, int64_t w, std::vector<i
 
 // A padded, strided 3x3 convolution with bias (K = 3 * 9 = 27, padded to 32)
 // and a 1x1 convolution over a 5x5 image (H * W = 25: the implicit GEMM
-// cannot vectorize it) both become Im2Col + MatMul with the same results.
+// cannot vectorize it) both become Im2Col + MatMul with the same results;
+// where the output has a multiple of 8 positions (8 x 8, and 4 x 8 from a
+// stride-2 16-wide image) the patches are stored k-major and the MatMul
+// reads them without a Transpose.
 TEST(PassConvIm2col, ConvolutionsBecomeIm2colAndMatMul) {
   TS_REQUIRE_OPS("Conv", "MatMul", "Transpose", "Reshape", "Relu");
   const std::vector<std::unique_ptr<Model>> models = [] {
@@ -53,15 +56,23 @@ TEST(PassConvIm2col, ConvolutionsBecomeIm2colAndMatMul) {
                                                    {"strides", Attribute::of_ints({2, 1})}}, true));
     v.push_back(conv_model(16, 5, 5, {8, 16, 1, 1}, {}, false));
     v.push_back(conv_model(8, 6, 6, {8, 8, 3, 3}, {{"dilations", Attribute::of_ints({2, 2})}}, true));
+    v.push_back(conv_model(8, 8, 8, {8, 8, 3, 3}, {{"pads", Attribute::of_ints({1, 1, 1, 1})}}, true));
+    v.push_back(conv_model(4, 8, 16, {6, 4, 3, 3}, {{"pads", Attribute::of_ints({1, 1, 1, 1})},
+                                                    {"strides", Attribute::of_ints({2, 2})}}, false));
     return v;
   }();
-  for (const auto& m : models) {
+  for (size_t i = 0; i < models.size(); ++i) {
+    const auto& m = models[i];
     auto ref = clone(*m);
     ASSERT_TRUE(convs_to_im2col(*m));
     EXPECT_NO_THROW(verify_model(*m));
     EXPECT_EQ(count_ops(*m->graph, "Conv"), 0u);
     EXPECT_EQ(count_ops(*m->graph, "Im2Col"), 1u);
     EXPECT_EQ(count_ops(*m->graph, "MatMul"), 1u);
+    const bool k_major = i >= 3;
+    EXPECT_EQ(count_ops(*m->graph, "Transpose"), k_major ? 0u : 1u) << i;
+    for (const auto& n : m->graph->nodes())
+      if (n->op == "Im2Col") EXPECT_EQ(n->attr_int("k_major", 0), k_major ? 1 : 0) << i;
     testing::expect_same_results(*ref, *m, {}, 1e-5);
     // Compiled: Im2Col is a kernel of its own (not inlined into the GEMM),
     // and every group matches the interpreter.

@@ -10,8 +10,15 @@
 //       X[n, c, oh * sh - pt + kh * dh, ow * sw - pl + kw * dw]   (0 outside X)
 //   Y[n, p, k] = 0 for C * KH * KW <= k < Kp
 //
-// Attributes (all required): kernel_shape [KH, KW], strides [sh, sw],
-// pads [pt, pl, pb, pr], dilations [dh, dw], k_padded (Kp >= C * KH * KW).
+// or, with k_major = 1, the same values as Y [N, Kp, OH * OW] (Y[n, k, p]):
+// a thread then writes consecutive positions, which for a stride-1
+// convolution read consecutive input columns of one channel and tap, so
+// both sides of the copy coalesce and the tap's (c, kh, kw) is computed once
+// a vector rather than per element (the GEMM reads it as B [K, N], N-major).
+//
+// Attributes: kernel_shape [KH, KW], strides [sh, sw], pads [pt, pl, pb,
+// pr], dilations [dh, dw], k_padded (Kp >= C * KH * KW), all required;
+// k_major (default 0).
 // Its fusion kind is Materialized: producers join it, but it never joins a
 // GEMM's operand (which would make it implicit again).
 #include <cstring>
@@ -24,6 +31,7 @@ namespace {
 
 struct Patch {
   int64_t kh = 1, kw = 1, sh = 1, sw = 1, pt = 0, pl = 0, pb = 0, pr = 0, dh = 1, dw = 1, kp = 0;
+  bool k_major = false;
 };
 
 Patch read_patch(const Node& n) {
@@ -40,6 +48,9 @@ Patch read_patch(const Node& n) {
   p.kh = k[0], p.kw = k[1], p.sh = s[0], p.sw = s[1], p.dh = d[0], p.dw = d[1];
   p.pt = pads[0], p.pl = pads[1], p.pb = pads[2], p.pr = pads[3];
   p.kp = n.attr_int("k_padded", 0);
+  const int64_t k_major = n.attr_int("k_major", 0);
+  TS_CHECK(k_major == 0 || k_major == 1, n.describe(), ": k_major must be 0 or 1");
+  p.k_major = k_major == 1;
   return p;
 }
 
@@ -62,6 +73,7 @@ void im2col_infer(InferContext& ctx) {
   TS_CHECK(p.kp >= k, ctx.node.describe(), ": k_padded (", p.kp, ") is below C * KH * KW (", k, ")");
   const int64_t oh = out_size(ctx.node, x[2].value(), p.pt, p.pb, p.kh, p.sh, p.dh);
   const int64_t ow = out_size(ctx.node, x[3].value(), p.pl, p.pr, p.kw, p.sw, p.dw);
+  if (p.k_major) return ctx.set_output(0, dt, {x[0], Dim(p.kp), Dim(oh * ow)});
   ctx.set_output(0, dt, {x[0], Dim(oh * ow), Dim(p.kp)});
 }
 
@@ -74,7 +86,7 @@ void im2col_kernel(KernelContext& ctx) {
   const int64_t oh = out_size(ctx.node, h, p.pt, p.pb, p.kh, p.sh, p.dh);
   const int64_t ow = out_size(ctx.node, w, p.pl, p.pr, p.kw, p.sw, p.dw);
   TS_CHECK(p.kp >= c * p.kh * p.kw, ctx.node.describe(), ": k_padded is below C * KH * KW");
-  Tensor y(x.dtype(), {n, oh * ow, p.kp});
+  Tensor y(x.dtype(), p.k_major ? std::vector<int64_t>{n, p.kp, oh * ow} : std::vector<int64_t>{n, oh * ow, p.kp});
   const size_t es = static_cast<size_t>(dtype_storage_size(x.dtype()));
   std::memset(y.mutable_raw(), 0, y.nbytes());
   const uint8_t* src = x.raw();
@@ -85,7 +97,8 @@ void im2col_kernel(KernelContext& ctx) {
         const int64_t ch = k / (p.kh * p.kw), ky = k / p.kw % p.kh, kx = k % p.kw;
         const int64_t iy = q / ow * p.sh - p.pt + ky * p.dh, ix = q % ow * p.sw - p.pl + kx * p.dw;
         if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
-        std::memcpy(dst + static_cast<size_t>((b * oh * ow + q) * p.kp + k) * es,
+        const int64_t at = p.k_major ? (b * p.kp + k) * oh * ow + q : (b * oh * ow + q) * p.kp + k;
+        std::memcpy(dst + static_cast<size_t>(at) * es,
                     src + static_cast<size_t>(((b * c + ch) * h + iy) * w + ix) * es, es);
       }
   ctx.set_output(0, std::move(y));
@@ -95,10 +108,10 @@ loop::Expr lower_im2col(LowerContext& ctx, size_t, const std::vector<loop::Expr>
   using loop::Expr;
   const Patch p = read_patch(ctx.node);
   const std::vector<int64_t> x = const_in_dims(ctx, 0, 1);  // C, H, W
-  const int64_t ow = ctx.node.outputs[0]->type.shape->at(1).value() /
+  const int64_t ow = ctx.node.outputs[0]->type.shape->at(p.k_major ? 2 : 1).value() /
                      out_size(ctx.node, x[1], p.pt, p.pb, p.kh, p.sh, p.dh);
-  const Expr& q = index[1];
-  const Expr& k = index[2];
+  const Expr& q = index[p.k_major ? 2 : 1];
+  const Expr& k = index[p.k_major ? 1 : 2];
   const Expr ch = loop::floordiv(k, Expr(p.kh * p.kw));
   const Expr ky = loop::floormod(loop::floordiv(k, Expr(p.kw)), Expr(p.kh)), kx = loop::floormod(k, Expr(p.kw));
   const Expr iy = loop::floordiv(q, Expr(ow)) * Expr(p.sh) + Expr(-p.pt) + ky * Expr(p.dh);

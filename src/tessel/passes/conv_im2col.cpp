@@ -14,7 +14,13 @@
 //   out = Reshape(y (+ bias[OC, 1]), [N, OC, OH, OW])
 //
 // the GEMM reads Wm and col k-contiguous in 16-byte vectors (Kp = K rounded
-// up to 8), and the Transpose is a view of its operand. Only group-1 2-D
+// up to 8), and the Transpose is a view of its operand. Where OH * OW is a
+// multiple of 8 the patches are stored k-major instead, col [N, Kp, OH *
+// OW] (Im2Col's k_major) and y = MatMul(Wm, col): the copy's threads then
+// write consecutive positions, reading consecutive input columns of one
+// channel and tap (coalesced on both sides; with positions innermost each
+// warp read 32 channels at once), and the GEMM reads col N-major, 16 bytes
+// at a time along the positions. Only group-1 2-D
 // convolutions with constant weights (and bias), explicit pads and constant
 // shapes whose output is not a graph output; the rest stay Conv.
 #include <cstring>
@@ -80,18 +86,27 @@ void rewrite(Graph& g, Node* n, const ConvShape& s) {
   const DType t = n->input(0)->type.dtype;
   const int64_t batch = s.x[0], oc = s.w[0], k = s.w[1] * s.w[2] * s.w[3], kp = (k + 7) / 8 * 8;
   const int64_t positions = s.y[2] * s.y[3];
+  const bool k_major = positions % 8 == 0;
   Node* col = g.insert_node_before(n, "Im2Col", {n->input(0)}, 1,
                                    {{"kernel_shape", Attribute::of_ints({s.w[2], s.w[3]})},
                                     {"strides", Attribute::of_ints(s.strides)},
                                     {"pads", Attribute::of_ints(s.pads)},
                                     {"dilations", Attribute::of_ints(s.dilations)},
-                                    {"k_padded", Attribute::of_int(kp)}});
+                                    {"k_padded", Attribute::of_int(kp)},
+                                    {"k_major", Attribute::of_int(k_major ? 1 : 0)}});
   col->domain = "tessel";
-  col->outputs[0]->type = Type::tensor(t, {Dim(batch), Dim(positions), Dim(kp)});
-  Node* cols = g.insert_node_before(n, "Transpose", {col->outputs[0]}, 1, {{"perm", Attribute::of_ints({0, 2, 1})}});
-  cols->outputs[0]->type = Type::tensor(t, {Dim(batch), Dim(kp), Dim(positions)});
+  const Type kp_by_p = Type::tensor(t, {Dim(batch), Dim(kp), Dim(positions)});
+  Value* cols = col->outputs[0];
+  if (k_major) {
+    cols->type = kp_by_p;
+  } else {
+    cols->type = Type::tensor(t, {Dim(batch), Dim(positions), Dim(kp)});
+    Node* tr = g.insert_node_before(n, "Transpose", {cols}, 1, {{"perm", Attribute::of_ints({0, 2, 1})}});
+    tr->outputs[0]->type = kp_by_p;
+    cols = tr->outputs[0];
+  }
   Value* wm = g.add_initializer(g.fresh_name(n->input(1)->name + "_rows"), padded_rows(*n->input(1)->constant, kp));
-  Node* mm = g.insert_node_before(n, "MatMul", {wm, cols->outputs[0]}, 1);
+  Node* mm = g.insert_node_before(n, "MatMul", {wm, cols}, 1);
   const Type flat = Type::tensor(n->outputs[0]->type.dtype, {Dim(batch), Dim(oc), Dim(positions)});
   mm->outputs[0]->type = flat;
   Value* y = mm->outputs[0];
