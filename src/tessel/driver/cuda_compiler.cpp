@@ -37,6 +37,8 @@ std::string cuda_refusal(const loop::Kernel& k) {
 LoweredGroup lower_group_ready_for_gpu(const FusionGroup& g, const OpRegistry& reg) {
   GpuScheduleOptions o;
   o.attention = cuda_flash_attention();
+  const char* row_cache = std::getenv("TESSEL_CUDA_ROW_CACHE");
+  o.row_cache = !(row_cache && std::string(row_cache) == "0");
   LoweredGroup lg = lower_group_for_gpu(g, reg, o);
   std::string why = cuda_refusal(lg.kernel);
   if (!why.empty() && lg.schedule == "gpu_attention") {

@@ -19,7 +19,8 @@ namespace tessel {
 // TESSEL_CUDA_FLASH=0 (the composed lowering, to compare against).
 bool cuda_flash_attention();
 
-// One group as a GPU kernel: GPU nest and schedule, verified for CUDA.
+// One group as a GPU kernel: GPU nest and schedule, verified for CUDA (the
+// row cache unless TESSEL_CUDA_ROW_CACHE=0, to compare against).
 // Throws what lower_group throws, so that the plan changes around it. An
 // attention statement the flash kernel does not take (f32 operands, head
 // sizes) keeps the Attention node's composed lowering.

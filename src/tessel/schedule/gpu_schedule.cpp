@@ -343,7 +343,7 @@ std::set<const loop::Buffer*> read_only_params(const loop::Kernel& k) {
 // strided along the row unless the rows are few (then block-wide reading
 // still beats a thread per row), more than 2^31 - 1 blocks.
 std::optional<loop::Kernel> rows_to_blocks(const loop::Kernel& k, const RowSpace& rs, std::set<std::string> taken,
-                                           bool need_reduction = true) {
+                                           bool row_cache, bool need_reduction = true) {
   const std::optional<std::vector<const StmtNode*>> loops = lanes_loops(rs.body, !need_reduction);
   if (!loops) return std::nullopt;
   const int64_t threads = lanes_threads(*loops);
@@ -357,7 +357,9 @@ std::optional<loop::Kernel> rows_to_blocks(const loop::Kernel& k, const RowSpace
   if (loop::as_const_int(blocks, &nb) && nb > 2147483647) return std::nullopt;
   const std::string b = fresh("gpu_block", &taken), t = fresh("gpu_thread", &taken), y = fresh("gpu_row", &taken);
   const Expr r = per_block > 1 ? loop::var(b) * Expr(per_block) + loop::var(y) : loop::var(b);
-  Stmt body = rs.at(r, cache_row_values(with_lanes(rs.body), threads, read_only_params(k), &taken));
+  Stmt body = with_lanes(rs.body);
+  if (row_cache) body = cache_row_values(body, threads, read_only_params(k), &taken);
+  body = rs.at(r, body);
   if (per_block > 1) body = loop::if_then(loop::binary(loop::BinaryOp::Lt, r, rs.rows), body);
   body = loop::for_loop(t, Expr(0), Expr(threads), ForKind::GpuThreadX, body);
   if (per_block > 1) body = loop::for_loop(y, Expr(0), Expr(per_block), ForKind::GpuThreadY, body);
@@ -397,7 +399,8 @@ const StmtNode* only_top_loop(const Stmt& s, int* count) {
 // top-level loop of a kernel without a parallel loop (a chunk of a small
 // rank-1 output); or, for a reduction over everything, one block.
 std::optional<loop::Kernel> lanes_schedule(const loop::Kernel& k, const StmtNode* par,
-                                           const std::set<std::string>& syms, const std::set<std::string>& taken0) {
+                                           const std::set<std::string>& syms, const std::set<std::string>& taken0,
+                                           bool row_cache) {
   std::set<std::string> taken = taken0;
   if (par) {
     if (stores_param_outside_of(k.body, par)) return std::nullopt;
@@ -406,7 +409,7 @@ std::optional<loop::Kernel> lanes_schedule(const loop::Kernel& k, const StmtNode
     // Rows without a reduction too when they cannot be flattened into
     // threads (asserts, several loops: a gather's rows).
     const std::optional<RowNest> nest = row_nest(par->body[0], syms);
-    if (std::optional<loop::Kernel> out = rows_to_blocks(k, rows, taken, nest.has_value())) return out;
+    if (std::optional<loop::Kernel> out = rows_to_blocks(k, rows, taken, row_cache, nest.has_value())) return out;
     if (!nest) return std::nullopt;
     const StmtNode& j = *nest->inner;
     const Expr m = nest->threads_per_row;
@@ -419,7 +422,7 @@ std::optional<loop::Kernel> lanes_schedule(const loop::Kernel& k, const StmtNode
                        s = loop::let((*it)->var, (*it)->value, s);
                      return loop::let(par->var, par->min + loop::floordiv(r, m), s);
                    }};
-    return rows_to_blocks(k, inner, taken);
+    return rows_to_blocks(k, inner, taken, row_cache);
   }
   int count = 0;
   const StmtNode* top = only_top_loop(k.body, &count);
@@ -427,7 +430,7 @@ std::optional<loop::Kernel> lanes_schedule(const loop::Kernel& k, const StmtNode
       !stores_param_outside_of(k.body, top)) {
     RowSpace rows{top, top->extent, collapse_row(top->body[0], &taken),
                   [top](const Expr& r, const Stmt& b) { return loop::let(top->var, top->min + r, b); }};
-    if (std::optional<loop::Kernel> out = rows_to_blocks(k, rows, taken)) return out;
+    if (std::optional<loop::Kernel> out = rows_to_blocks(k, rows, taken, row_cache)) return out;
   }
   // A reduction over everything: one block of at least 256 threads.
   const Stmt body = collapse_row(k.body, &taken);
@@ -494,7 +497,7 @@ loop::Kernel schedule_for_gpu(const loop::Kernel& k, const GpuScheduleOptions& o
   }
   const StmtNode* par = find_parallel(k.body);
   if (o.lanes) {
-    if (std::optional<loop::Kernel> lanes = lanes_schedule(k, par, syms, taken)) return *lanes;
+    if (std::optional<loop::Kernel> lanes = lanes_schedule(k, par, syms, taken, o.row_cache)) return *lanes;
   }
   if (!par || stores_param_outside(k.body)) {
     out.body = single_thread(k.body, &taken);

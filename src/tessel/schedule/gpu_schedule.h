@@ -79,6 +79,10 @@ struct GpuScheduleOptions {
   // block, or per warp, with gpu.lanes loops (see above); false keeps a
   // thread per row.
   bool lanes = true;
+  // Values several of a row's lanes loops compute from the inputs are
+  // computed once into a row cache (cache_row_values below); false: each
+  // loop computes them again (TESSEL_CUDA_ROW_CACHE=0, driver/cuda_compiler.h).
+  bool row_cache = true;
   // A thread of a flattened row takes vector_bytes / (its kernel's widest
   // output element) consecutive iterations of the row's inner loop, as a
   // vectorized loop (when the row's length is a constant multiple of that),
