@@ -52,6 +52,10 @@
 //     for j in [0, M) { o[p, j] = f(acc) }         gpu.lanes for k in [0, M) { acc[0] += x[p, k] }
 //   }                                              gpu.lanes for j in [0, M) { o[p, j] = f(acc) }
 //
+// A value several of a row's lanes loops compute from the kernel's inputs
+// (LayerNorm's row, with its fused residual Add) is computed once into a
+// row cache that the CUDA emitter keeps in registers (cache_row_values below).
+//
 // Statements outside the parallel loop (accumulators of reductions over the
 // whole input, asserts) are repeated by every thread into its own local
 // buffers. A kernel without a parallel loop, or one that stores to a
