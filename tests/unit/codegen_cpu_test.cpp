@@ -3,6 +3,8 @@
 #ifdef TESSEL_HAVE_CODEGEN_CPU
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <bit>
 #include <cmath>
@@ -443,6 +445,38 @@ TEST(CodegenCpu, GatherScatterAndReversedLocal) {
     EXPECT_EQ(ss[2 * i + 1], xs[i]);
     EXPECT_EQ(rs[i], xs[w - 1 - i] * 2);
   }
+}
+
+// Lanes 2, 3 or 4 elements apart (a stride-2 convolution's taps) are read as
+// one span, masked past the last lane's element, and a shuffle, not a
+// gather; the buffer here ends at a guard page, so a read beyond that
+// element would fault.
+TEST(CodegenCpu, StridedLoadsReadOneSpanAndStopAtTheLastLane) {
+  const int64_t w = 8;
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  void* mem = mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mem, MAP_FAILED);
+  ASSERT_EQ(mprotect(static_cast<char*>(mem) + page, page, PROT_NONE), 0);
+  for (int64_t s : {2, 3, 4}) {
+    const int64_t n = (w - 1) * s + 1;  // the last lane reads the buffer's last element
+    auto x = buffer("x", DType::F32, {n}), y = buffer("y", DType::F32, {w});
+    Expr v = var("v");
+    Stmt body = for_loop("v", 0, w, ForKind::Vectorized, store(y, {v}, load(x, {v * s}) * float_imm(DType::F32, 2)));
+    const Kernel k = kernel("strided", {x, y}, 1, {}, body);
+    CodegenOptions raw;
+    raw.opt_level = 0;
+    const std::string ir = emit_llvm_ir({k}, raw);
+    EXPECT_EQ(ir.find("gather"), std::string::npos) << s;
+    EXPECT_NE(ir.find("llvm.masked.load"), std::string::npos) << s;
+    EXPECT_NE(ir.find("shufflevector"), std::string::npos) << s;
+    auto lib = compile_kernels({k}, {});
+    float* xs = reinterpret_cast<float*>(static_cast<char*>(mem) + page) - n;
+    for (int64_t i = 0; i < n; ++i) xs[i] = static_cast<float>(i) * 0.5f + 1.0f;
+    std::vector<float> ys(w, -1.0f);
+    ASSERT_EQ(run_kernel(*lib, "strided", {xs, ys.data()}), 0);
+    for (int64_t i = 0; i < w; ++i) EXPECT_EQ(ys[i], xs[i * s] * 2) << "stride " << s << " lane " << i;
+  }
+  munmap(mem, 2 * page);
 }
 
 TEST(CodegenCpu, LaneVaryingIfElseSelectLetAndIntrinsics) {
