@@ -112,12 +112,15 @@ GroupKey group_key(const FusionGroup& g) {
 // 32-wide panels ResNet-18 went 28.4-29.5 -> 32.0 ms, MobileNet-V2 8.1-8.3
 // -> 9.0-9.2 ms. Results are the same bit for bit either way (every output
 // is one chain of fmas over k ascending, whatever the blocking).
+// (Without LLVM there is no CPU code generator, and so no host features.)
 NestSchedule host_schedule(const FusionGroup& g) {
-  static const CpuInfo host = host_cpu_info(cpu::host_cpu_features());
   NestSchedule s = default_schedule(g);
+#ifdef TESSEL_HAVE_LLVM
+  static const CpuInfo host = host_cpu_info(cpu::host_cpu_features());
   for (const Node* n : g.nodes)
     if (n->op == "Conv" || n->op == "ConvTranspose" || n->op == "Im2Col") return s;
   s.cpu = host;
+#endif
   return s;
 }
 
