@@ -1,7 +1,6 @@
 #include "tessel/driver/cuda_compiler.h"
 
 #include <chrono>
-#include <cstdlib>
 
 #include "tessel/codegen/cuda/driver_api.h"
 #include "tessel/codegen/cuda/mma_gemm.h"
@@ -9,15 +8,13 @@
 #include "tessel/loop/verifier.h"
 #include "tessel/lower/lower_gpu.h"
 #include "tessel/ops/registry.h"
+#include "tessel/support/env.h"
 #include "tessel/support/error.h"
 #include "tessel/support/phase_timer.h"
 
 namespace tessel {
 
-bool cuda_flash_attention() {
-  const char* env = std::getenv("TESSEL_CUDA_FLASH");
-  return !env || std::string(env) != "0";
-}
+bool cuda_flash_attention() { return !env_is("TESSEL_CUDA_FLASH", "0"); }
 
 namespace {
 
@@ -37,8 +34,7 @@ std::string cuda_refusal(const loop::Kernel& k) {
 LoweredGroup lower_group_ready_for_gpu(const FusionGroup& g, const OpRegistry& reg) {
   GpuScheduleOptions o;
   o.attention = cuda_flash_attention();
-  const char* row_cache = std::getenv("TESSEL_CUDA_ROW_CACHE");
-  o.row_cache = !(row_cache && std::string(row_cache) == "0");
+  o.row_cache = !env_is("TESSEL_CUDA_ROW_CACHE", "0");
   LoweredGroup lg = lower_group_for_gpu(g, reg, o);
   std::string why = cuda_refusal(lg.kernel);
   if (!why.empty() && lg.schedule == "gpu_attention") {

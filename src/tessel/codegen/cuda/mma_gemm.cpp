@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "tessel/codegen/cuda/emitter.h"
+#include "tessel/support/env.h"
 #include "tessel/loop/affine.h"
 #include "tessel/loop/scalar.h"
 #include "tessel/loop/simplify.h"
@@ -246,16 +247,12 @@ int64_t MmaPlan::shared_bytes() const {
 
 bool arch_has_wgmma(const std::string& arch) { return arch == "sm_90a"; }
 
-bool use_wgmma_for(const std::string& arch) {
-  const char* env = std::getenv("TESSEL_CUDA_WGMMA");
-  return arch_has_wgmma(arch) && !(env && std::string(env) == "0");
-}
+bool use_wgmma_for(const std::string& arch) { return arch_has_wgmma(arch) && !env_is("TESSEL_CUDA_WGMMA", "0"); }
 
 GemmTarget gemm_target_for(const std::string& arch) {
   GemmTarget t;
   t.wgmma = use_wgmma_for(arch);
-  const char* env = std::getenv("TESSEL_CUDA_TMA");
-  t.tma = !(env && std::string(env) == "0");
+  t.tma = !env_is("TESSEL_CUDA_TMA", "0");
   // For measuring the planner's K thresholds (docs/codegen_cuda.md): both set to N.
   if (const char* k = std::getenv("TESSEL_CUDA_TMA_MIN_K"); k && *k) {
     char* end = nullptr;
@@ -263,13 +260,10 @@ GemmTarget gemm_target_for(const std::string& arch) {
     TS_CHECK(*end == 0 && v >= 0, "TESSEL_CUDA_TMA_MIN_K must be a count of elements, got '", k, "'");
     t.tma_min_k = t.tma_min_k_cheap = v;
   }
-  const char* flash = std::getenv("TESSEL_CUDA_FLASH_WGMMA");
-  t.flash_wgmma = t.wgmma && flash && std::string(flash) == "1";
-  const char* pingpong = std::getenv("TESSEL_CUDA_TMA_PINGPONG");
-  t.tma_pingpong_all = pingpong && std::string(pingpong) == "all";
-  t.tma_pingpong = t.tma_pingpong_all || (pingpong && std::string(pingpong) == "1");
-  const char* overlap = std::getenv("TESSEL_CUDA_WGMMA_OVERLAP");
-  t.wgmma_overlap = !(overlap && std::string(overlap) == "0");
+  t.flash_wgmma = t.wgmma && env_is("TESSEL_CUDA_FLASH_WGMMA", "1");
+  t.tma_pingpong_all = env_is("TESSEL_CUDA_TMA_PINGPONG", "all");
+  t.tma_pingpong = t.tma_pingpong_all || env_is("TESSEL_CUDA_TMA_PINGPONG", "1");
+  t.wgmma_overlap = !env_is("TESSEL_CUDA_WGMMA_OVERLAP", "0");
   return t;
 }
 
