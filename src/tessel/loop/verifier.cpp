@@ -59,17 +59,6 @@ bool loads_buffer(const Expr& e, const Buffer* b) {
   return found;
 }
 
-// A store of a lanes loop `for v in [0, E)` to element v of a rank-1 local
-// buffer of E elements allocated outside it (the row cache of
-// schedule/gpu_schedule.h): each iteration writes its own element, and the
-// block's threads, which take the same iterations in every lanes loop of a
-// row, read back only their own.
-bool lane_element(const StmtNode& lanes, const StmtNode& st) {
-  return st.buffer->scope == BufferScope::Local && st.buffer->shape.size() == 1 && st.indices.size() == 1 &&
-         st.indices[0]->kind == ExprKind::Var && st.indices[0]->name == lanes.var && is_const(lanes.min, 0) &&
-         equal(st.buffer->shape[0], lanes.extent);
-}
-
 class Verifier {
  public:
   Verifier(const Kernel& k, Target t) : k_(k), target_(t) {}
@@ -453,7 +442,7 @@ class Verifier {
       if (st->kind == StmtKind::Allocate) inside.insert(st->buffer.get());
       if (st->kind != StmtKind::Store || !st->buffer) return;
       if (st->buffer->scope != BufferScope::Param) {
-        check(inside.count(st->buffer.get()) || lane_element(s, *st),
+        check(inside.count(st->buffer.get()) || lane_element(s, *st->buffer, st->indices),
               str_cat(what, " stores to %", st->buffer->name, ", allocated outside it, and is not a reduction update ",
                       "or an element of a row-long local buffer at the loop's index"));
         return;
@@ -550,6 +539,11 @@ const StmtNode* lanes_reduction_update(const StmtNode& lanes, Expr* operand) {
     if (e.defined() && loads_buffer(e, st.buffer.get())) return nullptr;
   if (operand) *operand = v->args[other];
   return &st;
+}
+
+bool lane_element(const StmtNode& lanes, const Buffer& b, const std::vector<Expr>& index) {
+  return b.scope == BufferScope::Local && b.shape.size() == 1 && index.size() == 1 && index[0]->kind == ExprKind::Var &&
+         index[0]->name == lanes.var && is_const(lanes.min, 0) && equal(b.shape[0], lanes.extent);
 }
 
 void verify(const Kernel& k, Target target) { Verifier(k, target).run(); }

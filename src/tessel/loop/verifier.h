@@ -49,4 +49,12 @@ void verify(const Kernel& k, Target target = Target::Cpu);
 // (when given) receives e.
 const StmtNode* lanes_reduction_update(const StmtNode& lanes_loop, Expr* operand = nullptr);
 
+// Whether `b[index]` inside gpu.lanes loop `lanes` is element v of a rank-1
+// local buffer of E elements with the loop `for v in [0, E)` (a row cache,
+// schedule/gpu_row_cache.cpp): each iteration has its own element, and the
+// block's threads, which take the same iterations in every lanes loop of a
+// row, touch only their own. Such a loop may store there; the CUDA emitter
+// keeps a buffer accessed only so in registers.
+bool lane_element(const StmtNode& lanes, const Buffer& b, const std::vector<Expr>& index);
+
 }  // namespace tessel::loop

@@ -477,8 +477,9 @@ class KernelWriter final : public CodeSink {
     const DType t = update ? update->buffer->dtype : DType::F32;
     const loop::BinaryOp op = update ? update->value->binary : loop::BinaryOp::Add;
     int64_t extent = 0;
-    const bool counted = loop::as_const_int(s.extent, &extent) && extent > 0 &&
-                         (extent + threads - 1) / threads <= kMaxLaneSlots;
+    loop::as_const_int(s.extent, &extent);
+    const int64_t slots = lane_slots(s.extent);
+    const bool counted = slots > 0;
     line("{");
     ++indent_;
     if (update)
@@ -488,7 +489,7 @@ class KernelWriter final : public CodeSink {
     int open = 1;
     if (counted) {
       line("#pragma unroll");
-      line(str_cat("for (int ", it, " = 0; ", it, " < ", (extent + threads - 1) / threads, "; ++", it, ") {"));
+      line(str_cat("for (int ", it, " = 0; ", it, " < ", slots, "; ++", it, ") {"));
       // (Unused where the body reads only lane-distributed buffers.)
       line(str_cat("  [[maybe_unused]] const long long ", v, " = ", m, " + (long long)threadIdx.x + (long long)", it,
                    " * ", threads, "ll;"));
@@ -576,37 +577,43 @@ class KernelWriter final : public CodeSink {
     fail("cuda codegen: unexpected statement in the gpu.lanes reduction of kernel ", k_.name);
   }
 
-  // A local buffer whose every access is element v of a gpu.lanes loop
-  // `for v in [0, E)` with E its size and at most kMaxLaneSlots iterations
-  // a thread (the row cache, schedule/gpu_row_cache.cpp) is lane-distributed:
-  // thread t holds elements t, t + T, ... in an array of one element per
-  // iteration, indexed by the unrolled loop's counter: registers, not a
-  // local-memory array of E elements a thread.
-  bool lane_distributed(const StmtNode& s, int64_t count) const {
-    int64_t threads = 0;
-    if (s.buffer->scope != loop::BufferScope::Local || s.buffer->shape.size() != 1 || count <= 0 ||
-        !loop::as_const_int(launch_.block[0], &threads) || threads <= 0 ||
-        (count + threads - 1) / threads > kMaxLaneSlots)
-      return false;
-    const loop::Buffer* b = s.buffer.get();
+  // The iterations a thread takes of a gpu.lanes loop of `extent` when it
+  // is written as a counted, unrolled loop (lanes_loop): a constant extent
+  // of at most kMaxLaneSlots per thread; 0 otherwise.
+  int64_t lane_slots(const Expr& extent) const {
+    int64_t e = 0, threads = 0;
+    if (!loop::as_const_int(extent, &e) || e <= 0 || !loop::as_const_int(launch_.block[0], &threads) || threads <= 0)
+      return 0;
+    const int64_t slots = (e + threads - 1) / threads;
+    return slots <= kMaxLaneSlots ? slots : 0;
+  }
+
+  // A local buffer whose every access is its element v in a counted gpu.lanes
+  // loop `for v in [0, E)` (loop::lane_element: the row cache,
+  // schedule/gpu_row_cache.cpp) is lane-distributed: thread t holds elements
+  // t, t + T, ... in an array of one element per iteration, indexed by the
+  // unrolled loop's counter: registers, not a local-memory array of E
+  // elements a thread. Its element count a thread, or 0.
+  int64_t lane_distributed(const StmtNode& s) const {
+    const int64_t slots = s.buffer->shape.size() == 1 ? lane_slots(s.buffer->shape[0]) : 0;
+    if (slots == 0) return 0;
+    const loop::Buffer& b = *s.buffer;
     bool ok = true;
     const auto at_lane = [&](const StmtNode* lanes, const std::vector<Expr>& index) {
-      int64_t e = 0;
-      return lanes && loop::is_const(lanes->min, 0) && loop::as_const_int(lanes->extent, &e) && e == count &&
-             index.size() == 1 && index[0]->kind == loop::ExprKind::Var && index[0]->name == lanes->var;
+      return lanes && loop::lane_element(*lanes, b, index);
     };
     std::function<void(const Stmt&, const StmtNode*)> walk = [&](const Stmt& st, const StmtNode* lanes) {
       if (!ok || !st.defined()) return;
       if (st->kind == StmtKind::For && st->for_kind == ForKind::GpuLanes) lanes = st.node.get();
-      if (st->kind == StmtKind::Store && st->buffer.get() == b) ok = ok && at_lane(lanes, st->indices);
+      if (st->kind == StmtKind::Store && st->buffer.get() == &b) ok = ok && at_lane(lanes, st->indices);
       for (const Expr& root : loop::stmt_exprs(st))
         loop::visit_expr(root, [&](const Expr& x) {
-          if (x->kind == loop::ExprKind::Load && x->buffer.get() == b) ok = ok && at_lane(lanes, x->args);
+          if (x->kind == loop::ExprKind::Load && x->buffer.get() == &b) ok = ok && at_lane(lanes, x->args);
         });
       for (const Stmt& c : st->body) walk(c, lanes);
     };
     walk(s.body[0], nullptr);
-    return ok;
+    return ok ? slots : 0;
   }
 
   void allocate(const StmtNode& s) {
@@ -617,12 +624,12 @@ class KernelWriter final : public CodeSink {
       TS_CHECK(loop::as_const_int(d, &n) && n >= 0, "cuda codegen: buffer ", b.name, " needs a constant shape");
       count = checked_mul(count, n);
     }
-    if (lane_distributed(s, count)) {
+    if (const int64_t slots = lane_distributed(s)) {
       int64_t threads = 0;
       loop::as_const_int(launch_.block[0], &threads);
       line("{");
-      line(str_cat(storage_type(b.dtype), " ", buffer_name(b.name), "[", (count + threads - 1) / threads,
-                   "];  // lane-distributed: element t + ", threads, " i of ", count, " is [i] of thread t"));
+      line(str_cat(storage_type(b.dtype), " ", buffer_name(b.name), "[", slots, "];  // lane-distributed: element t + ",
+                   threads, " i of ", count, " is [i] of thread t"));
       ex_.add_lane_buffer(&b);
       stmt(s.body[0]);
       ex_.remove_buffer(&b);
