@@ -256,7 +256,6 @@ class TmaGemmWriter {
                    S, "; };"));
       line("if (ts_wg == 1) ts_skip(ts_ktiles);");
       line("unsigned ts_turn = 0;  // the parity of this consumer's next wait on its order barrier");
-      line("bool ts_first = ts_wg == 0;  // the block's first tile needs no turn");
     }
     line(p_.pingpong ? "for (long long ts_ti = blockIdx.x + ts_wg * gridDim.x; ts_ti < ts_tiles; ts_ti += 2ll * gridDim.x) {"
                      : "for (long long ts_ti = blockIdx.x; ts_ti < ts_tiles; ts_ti += gridDim.x) {");
@@ -271,8 +270,11 @@ class TmaGemmWriter {
                  "ts_acc[ts_h][ts_q][2] = ts_acc[ts_h][ts_q][3] = 0.0f;"));
     line("int ts_prev = 0;");
     if (p_.pingpong) {
-      line("if (!ts_first) { ts_mbar_wait(ts_order + (unsigned)ts_wg * 8u, ts_turn); ts_turn ^= 1u; }");
-      line("ts_first = false;");
+      // The block's first tile (consumer 0's first) waits for no turn.
+      line("if (ts_ti != (long long)blockIdx.x) {");
+      line("  ts_mbar_wait(ts_order + (unsigned)ts_wg * 8u, ts_turn);");
+      line("  ts_turn ^= 1u;");
+      line("}");
     }
     line("for (int ts_kt = 0; ts_kt < ts_ktiles; ++ts_kt) {");
     out_.indent(1);
