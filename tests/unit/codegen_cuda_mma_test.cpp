@@ -837,30 +837,32 @@ TEST(FlashAttention, EmulationMatchesTheEvaluator) {
   EXPECT_LT(f16, 1e-2);
 }
 
-// wgmma in flash attention (GemmTarget::flash_wgmma): the scores from the
-// swizzled Q and K tiles (head sizes d = 64, one swizzled region, and 128,
-// two) and, where e is a multiple of 64, P V with P from registers and V
-// N-major; several key tiles (the two buffers), partial query blocks and
-// key tiles, a mask.
-TEST(FlashAttention, WgmmaMatchesTheEvaluator) {
+// The warp-specialised wgmma form (GemmTarget::flash_wgmma): head sizes 64
+// and 128 in both places (one and two swizzled regions of Q and K, V's
+// N-major halves), 300 keys (three tiles of 128: both stages, the second
+// phase of stage 0, a partial last tile), a partial second query block, a
+// causal-style mask, two batch entries. Head size 32 keeps mma.sync.
+TEST(FlashAttention, WarpSpecialisedWgmmaMatchesTheEvaluator) {
   if (host_compiler().empty()) GTEST_SKIP() << "no host C++ compiler (c++ or $CXX)";
   GemmTarget hopper;
   hopper.wgmma = hopper.flash_wgmma = true;
-  for (const auto& [d, e] : std::vector<std::pair<int, int>>{{64, 32}, {128, 64}, {64, 128}}) {
+  for (const auto& [d, e] : std::vector<std::pair<int, int>>{{64, 64}, {128, 128}, {64, 128}, {128, 64}, {64, 32}}) {
     const std::string text = str_cat(
-        "kernel flash_w", d, "_", e, "(in %q: bf16[2, 140, ", d, "], in %k: bf16[2, 150, ", d, "], in %v: bf16[2, 150, ",
-        e, "], out %o: f32[2, 140, ", e, "]) {\n  attention bh in [0, 2), i in [0, 140), j in [0, 150), d in [0, ", d,
+        "kernel flash_w", d, "_", e, "(in %q: bf16[2, 140, ", d, "], in %k: bf16[2, 300, ", d, "], in %v: bf16[2, 300, ",
+        e, "], out %o: f32[2, 140, ", e, "]) {\n  attention bh in [0, 2), i in [0, 140), j in [0, 300), d in [0, ", d,
         "), e in [0, ", e, "): acc = softmax_dot(cast<f32>(q[bh, i, d]), cast<f32>(k[bh, j, d]), "
-        "cast<f32>(v[bh, j, e]), 0.125f32, select(j > i + 70, -inff32, 0.0f32), bf16) {\n    o[bh, i, e] = acc\n"
+        "cast<f32>(v[bh, j, e]), 0.125f32, select(j > i + 170, -inff32, 0.0f32), bf16) {\n    o[bh, i, e] = acc\n"
         "  }\n}\n");
     const CudaSource src = emit_cuda_source({loop::parse_kernel(text)}, hopper);
     const std::string& code = src.code;
-    EXPECT_NE(code.find("ts_wgmma_bf16_n64_t0(&ts_s[0][0]"), std::string::npos);
-    // Two warpgroups of 64 query rows a block: 256 threads, 2 blocks for 140 rows.
-    EXPECT_NE(code.find("__launch_bounds__(256) "), std::string::npos);
-    EXPECT_EQ(loop::eval_index(src.kernels[0].launch.block[0], {}), 256);
-    EXPECT_EQ(loop::eval_index(src.kernels[0].launch.grid[0], {}), 2);
-    EXPECT_EQ(code.find(str_cat("ts_wgmma_rs_bf16_n", e, "_t1(&ts_o[0][0]")) != std::string::npos, e % 64 == 0) << e;
+    const bool ws = e != 32;
+    EXPECT_EQ(code.find("ts_wgmma_bf16_n128_t0(&ts_s[0][0]") != std::string::npos, ws) << d << " " << e;
+    EXPECT_EQ(code.find(str_cat("ts_wgmma_rs_bf16_n", e, "_t1(&ts_o[0][0]")) != std::string::npos, ws) << e;
+    // Two consumer warpgroups of 64 query rows and a producer: 384 threads,
+    // 2 blocks for 140 rows (mma.sync: 128 threads, 64 rows a block).
+    EXPECT_NE(code.find(ws ? "__launch_bounds__(384) " : "__launch_bounds__(128) "), std::string::npos);
+    EXPECT_EQ(loop::eval_index(src.kernels[0].launch.block[0], {}), ws ? 384 : 128);
+    EXPECT_EQ(loop::eval_index(src.kernels[0].launch.grid[0], {}), ws ? 2 : 3);
     std::vector<float> got;
     EXPECT_LT(flash_emulation_error(text, DType::BF16, &got, hopper), 1e-2) << d << " " << e;
   }

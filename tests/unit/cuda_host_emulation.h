@@ -423,6 +423,13 @@ inline void mbar_arrive(unsigned addr, long long tx) {
   --m.pending;
   mbar_complete_if_done(m);
 }
+// A plain arrival (a consumer freeing a buffer) lets the other threads run
+// at once, so that a buffer freed before its last reader is done (a wgmma
+// still in flight) is refilled under that reader and the test sees it.
+inline void mbar_arrive_and_yield(unsigned addr) {
+  mbar_arrive(addr, 0);
+  swapcontext(&(*fibers)[current].ctx, &scheduler);
+}
 // try_wait.parity p succeeds once the phase of parity p has completed: the
 // current phase's parity is not p (the phase before the first counts as
 // completed with parity 1).
@@ -494,6 +501,14 @@ inline void cp_async16(void* smem, const void* gmem, bool full) {
   std::memset(smem, 0xff, 16);
   std::vector<unsigned char> bytes(data, data + 16);
   my_copies().open.push_back([smem, bytes] { std::memcpy(smem, bytes.data(), 16); });
+}
+
+// cp.async.mbarrier.arrive.noinc: the thread's copies land (all of them,
+// committed or not), then the arrival; one legal order.
+inline void cp_async_arrive(unsigned bar) {
+  my_copies().commit();
+  my_copies().wait(0);
+  mbar_arrive(bar, 0);
 }
 
 inline int atomic_cas(int* p, int expected, int desired) {
@@ -570,7 +585,8 @@ inline int atomicCAS(int* p, int expected, int desired) { return ts_emu::atomic_
   inline void ts_mbar_init(unsigned bar, unsigned count) { ts_emu::mbar_init(bar, count); }      \
   inline void ts_mbar_fence_init() {}                                                            \
   inline void ts_mbar_expect_tx(unsigned bar, unsigned bytes) { ts_emu::mbar_arrive(bar, bytes); } \
-  inline void ts_mbar_arrive(unsigned bar) { ts_emu::mbar_arrive(bar, 0); }                      \
+  inline void ts_mbar_arrive(unsigned bar) { ts_emu::mbar_arrive_and_yield(bar); }               \
+  inline void ts_cp_mbar_arrive(unsigned bar) { ts_emu::cp_async_arrive(bar); }                  \
   inline void ts_mbar_wait(unsigned bar, unsigned parity) { ts_emu::mbar_wait(bar, parity); }    \
   inline void ts_tma_2d(unsigned dst, const ts_tmap* m, unsigned bar, int c0, int c1) {          \
     const int c[2] = {c0, c1};                                                                   \

@@ -1,30 +1,43 @@
 // The attention statement (loop/ir.h) as one flash-attention kernel
-// (docs/flash_attention.md, step 3: FlashAttention-2's structure on
-// mma.sync; with wgmma (GemmTarget::flash_wgmma, sm_90a, d a multiple of
-// 64) the block's two warpgroups (128 query rows) compute S = Q K^T, and
-// P V where e is a multiple of 64, with wgmma from 128-byte swizzled tiles
-// instead; TMA and warp specialisation are the next step):
+// (docs/flash_attention.md). Two forms:
 //
-//   grid (ceil(M / R), min(batch, 65535)), 2 R threads (warps of 16 query rows; R = 64, wgmma 128)
+// mma.sync (FlashAttention-2's structure; any sm_80+):
+//   grid (ceil(M / 64), min(batch, 65535)), 128 threads (warps of 16 query rows)
 //   for each batch entry of this block (a grid-stride loop over gridDim.y):
-//     shared Q <- the block's R query rows (0 past M)     q(batch, i, d) per element
-//     registers <- Q's mma fragments (ldmatrix; wgmma reads Q from shared)
+//     shared Q <- the block's 64 query rows (0 past M); registers <- Q's mma fragments (ldmatrix)
 //     O = 0, m = -inf, l = 0 per row
 //     for each tile of 64 keys:
 //       shared K, V <- the tile (0 past N); where both are plain loads, the
 //         next tile's copies are in flight (cp.async, two buffers) meanwhile
-//       S = Q K^T (mma.sync or wgmma), s = (scale S + bias(batch, i, j)) log2(e); -inf past N
+//       S = Q K^T, s = (scale S + bias(batch, i, j)) log2(e); -inf past N
 //       m' = max(m, row max of s); P = 2^(s - m'); l = l 2^(m - m') + row sum of P
 //       O = O 2^(m - m') + P V (P rounded to bf16/f16 as the A fragment)
 //     epilogue(batch, i, e, O / l) for each i < M (0 where l = 0: a row masked entirely)
 //
-// Rows live in mma.sync's accumulator layout: thread (g, t) of a warp holds
-// rows g and g + 8 and, per 8 columns, columns 2t and 2t + 1; a row's
-// statistics are reduced over the 4 threads of its quad (xor shuffles 1, 2).
-// The score tile's accumulators are P's A fragments once packed in pairs.
-// Unlike the evaluator, which rounds the normalised p to p_type, the kernel
-// rounds the unnormalised exp(s - m') and divides at the end (both within
-// the half type's rounding of each probability).
+// warp-specialised wgmma (GemmTarget::flash_wgmma, sm_90a; head sizes 64
+// or 128, K and V plain loads), FlashAttention-3's structure:
+//   384 threads: warpgroups 0 and 1 consume (64 query rows each, 128 a
+//   block), warpgroup 2 produces: it copies 128-key tiles of K and V with
+//   cp.async into two stages each, completing on mbarriers (full_k/full_v),
+//   and waits for the consumers to free a stage (empty_k/empty_v) before
+//   refilling it. A consumer warpgroup, for key tile t:
+//     S_t = Q K_t^T (wgmma, Q and K from 128-byte swizzled shared tiles)
+//     O += P_{t-1} V_{t-1} (wgmma, P from registers) in flight with it
+//     wait for S_t (K_t's stage is free), softmax of S_t into P_t while the
+//     tensor cores do P_{t-1} V_{t-1}; wait for that (V_{t-1}'s stage is
+//     free), O *= 2^(m_{t-1} - m_t)
+//   so each warpgroup's exponentials overlap its own matrix products, and
+//   the producer's copies overlap both. setmaxnreg moves registers from the
+//   producer (56) to the consumers (224).
+//
+// Rows live in mma.sync's accumulator layout (wgmma's m64 accumulators are
+// four such warps stacked): thread (g, t) of a warp holds rows g and g + 8
+// and, per 8 columns, columns 2t and 2t + 1; a row's statistics are reduced
+// over the 4 threads of its quad (xor shuffles 1, 2). The score tile's
+// accumulators are P's A fragments once packed in pairs. Unlike the
+// evaluator, which rounds the normalised p to p_type, the kernel rounds the
+// unnormalised exp(s - m') and divides at the end (both within the half
+// type's rounding of each probability).
 #include <functional>
 
 #include "tessel/codegen/cuda/emitter.h"
@@ -36,7 +49,9 @@ using loop::Expr;
 
 namespace {
 
-constexpr int kKeys = 64;
+// The warp-specialised form's registers a thread (setmaxnreg): the producer
+// gives back what the consumers take (56 x 128 + 224 x 256 = 168 x 384).
+constexpr int kProducerRegs = 56, kConsumerRegs = 224;
 
 class FlashWriter {
  public:
@@ -56,115 +71,127 @@ class FlashWriter {
       fail("cuda codegen: the attention kernel takes q, k and v that are bf16 or f16 values");
     }
     async_ = copyable(a_.k, a_.j, a_.d, d_) && copyable(a_.v, a_.j, a_.e, e_);
-    wgmma_ = wgmma && async_ && d_ % 64 == 0;
-    pv_wgmma_ = wgmma_ && e_ % 64 == 0;
-    // wgmma: two warpgroups of 64 query rows share each K / V tile, half
-    // the tile traffic a FLOP of one warpgroup a block.
-    rows_ = wgmma_ ? 128 : 64;
-    threads_ = 2 * rows_;  // warp w: rows 16 w .. 16 w + 15
+    // The warp-specialised form's two stages of K and V and the Q tile fit
+    // in shared memory for head sizes up to 128 (160 KB at 128 / 128).
+    const auto head = [](int x) { return x == 64 || x == 128; };
+    ws_ = wgmma && async_ && head(d_) && head(e_);
+    rows_ = ws_ ? 128 : 64;
+    keys_ = ws_ ? 128 : 64;
+    threads_ = ws_ ? 384 : 128;
+    bias_zero_ = is_zero(loop::simplify(a_.bias));
   }
 
   void write() {
     ExprEmitter& ex = out_.expr();
     line("{");
     out_.indent(1);
-    const char* form = !wgmma_ ? "mma.sync" : pv_wgmma_ ? "wgmma" : "wgmma scores, mma.sync P V";
-    line(str_cat("// flash attention (", half_, " ", form, "): ", rows_, " query rows a block, ", threads_ / 32,
-                 " warps, tiles of 64 keys, head sizes ", d_, " / ", e_));
+    line(str_cat("// flash attention (", half_, ws_ ? " wgmma, warp-specialised" : " mma.sync", "): ", rows_,
+                 " query rows a block, ", threads_ / 32, " warps, tiles of ", keys_, " keys, head sizes ", d_, " / ",
+                 e_));
     line(str_cat("const long long ts_B = ", ex.emit(a_.batch_extent), ", ts_M = ", ex.emit(a_.m), ", ts_N = ",
                  ex.emit(a_.n), ";"));
     // Scores in base 2: exp2f is one MUFU.EX2 and a little range handling.
     line(str_cat("const float ts_scale = ", ex.emit(a_.scale), " * 0x1.715476p+0f;  // log2(e)"));
     line("const float ts_ninf = __int_as_float(0xff800000);  // -inf");
-    line(str_cat("extern __shared__ __align__(", wgmma_ ? 1024 : 16, ") unsigned char ts_dsmem[];"));
-    const int qd = d_ + 8, vd = e_ + 8;  // padded rows (halves): ldmatrix rows on distinct banks
-    if (wgmma_) {
-      // Q and K as wgmma reads them: 128-byte swizzled K-major tiles (1024-
-      // byte aligned), 64 columns (128 bytes) a region of the tile's rows
-      // (Q: 128, K: 64); V in the K tiles' layout when wgmma reads it too
-      // (N-major), else padded.
-      line("unsigned char* const ts_sm = ts_dsmem + ((1024u - (ts_smem_addr(ts_dsmem) & 1023u)) & 1023u);");
-      line("unsigned char* const ts_Qw = ts_sm;");
-      line(str_cat("unsigned char* const ts_Kw = ts_sm + ", q_bytes(), ";"));
-      if (pv_wgmma_) {
-        line(str_cat("unsigned char* const ts_Vw = ts_sm + ", q_bytes() + 2 * k_bytes(),
-                     ";  // swizzled, N-major for wgmma"));
-      } else {
-        line(str_cat("unsigned short (*ts_Vs)[", vd, "] = reinterpret_cast<unsigned short (*)[", vd, "]>(ts_sm + ",
-                     q_bytes() + 2 * k_bytes(), ");"));
-      }
-      line("// Byte offset of halves (r, c .. c + 7), c a multiple of 8, in a swizzled tile of `rows` rows.");
-      line("auto ts_swz = [](int r, int c, int rows) -> unsigned {");
-      line("  return (unsigned)((c >> 6) * rows * 128 + r * 128 + ((((c >> 3) & 7) ^ (r & 7)) << 4));");
-      line("};");
+    line(str_cat("extern __shared__ __align__(", ws_ ? 1024 : 16, ") unsigned char ts_dsmem[];"));
+    if (ws_) {
+      declare_swizzled_tiles();
     } else {
+      const int qd = d_ + 8, vd = e_ + 8;  // padded rows (halves): ldmatrix rows on distinct banks
       line(str_cat("unsigned short (*ts_Qs)[", qd, "] = reinterpret_cast<unsigned short (*)[", qd, "]>(ts_dsmem);"));
       line(str_cat("unsigned short (*ts_Ks)[", qd, "] = reinterpret_cast<unsigned short (*)[", qd, "]>(ts_dsmem + ",
                    rows_ * qd * 2, ");"));
       line(str_cat("unsigned short (*ts_Vs)[", vd, "] = reinterpret_cast<unsigned short (*)[", vd, "]>(ts_dsmem + ",
-                   (rows_ + buffers() * kKeys) * qd * 2, ");"));
+                   (rows_ + buffers() * keys_) * qd * 2, ");"));
     }
     line("const int ts_tid = (int)threadIdx.x, ts_warp = ts_tid >> 5, ts_lane = ts_tid & 31;");
     line("const int ts_g = ts_lane >> 2, ts_t = ts_lane & 3;");
     line(str_cat("const long long ts_m0 = (long long)blockIdx.x * ", rows_, "ll;"));
     lambdas();
+    if (ws_) {
+      write_warp_specialised();
+    } else {
+      write_sync();
+    }
+    out_.indent(-1);
+    line("}");
+  }
+
+  int threads() const { return threads_; }
+
+  // Its grid, block and dynamic shared memory (the tiles; the
+  // warp-specialised form's barriers and alignment slack too).
+  LaunchGeometry launch() const {
+    LaunchGeometry g;
+    g.grid[0] = loop::simplify(loop::floordiv(a_.m + Expr(rows_ - 1), Expr(rows_)));
+    g.grid[1] = loop::simplify(loop::min(a_.batch_extent, Expr(65535)));
+    g.block[0] = Expr(threads_);
+    g.shared_bytes = static_cast<unsigned>(
+        ws_ ? 1024 + barriers_at() + 64
+            : int64_t{rows_ + buffers() * keys_} * (d_ + 8) * 2 + int64_t{buffers() * keys_} * (e_ + 8) * 2);
+    return g;
+  }
+
+ private:
+  void line(const std::string& s) { out_.line(s); }
+
+  void loop(const char* v, int n, const std::function<void()>& body) { unrolled_loops(out_, {{v, n}}, body); }
+
+  static bool is_zero(const Expr& e) {
+    return e->kind == loop::ExprKind::FloatImm && e->float_value == 0.0;
+  }
+
+  // ---- the mma.sync form ----
+
+  void write_sync() {
     line("for (long long ts_bh = blockIdx.y; ts_bh < ts_B; ts_bh += gridDim.y) {");
     out_.indent(1);
-    load_tile(wgmma_ ? "ts_Qw" : "ts_Qs", a_.q, a_.i, "ts_m0", "ts_M", a_.d, d_, rows_);
-    if (wgmma_) {
-      line("ts_fence_async_smem();  // Q, written by the threads, read by wgmma");
-      line("__syncthreads();");
-    } else {
-      line("__syncthreads();");
-      line(str_cat("unsigned ts_qf[", d_ / 16, "][4];"));
-      loop("ts_kk", d_ / 16, [&] {
-        line("ts_ldsm_x4(ts_qf[ts_kk], &ts_Qs[ts_warp * 16 + (ts_lane & 15)][ts_kk * 16 + (ts_lane >> 4) * 8]);");
-      });
-    }
-    line(str_cat("float ts_o[", e_ / 8, "][4];"));
-    loop("ts_q", e_ / 8, [&] { line("ts_o[ts_q][0] = ts_o[ts_q][1] = ts_o[ts_q][2] = ts_o[ts_q][3] = 0.0f;"); });
-    line("float ts_mx[2] = {ts_ninf, ts_ninf}, ts_l[2] = {0.0f, 0.0f};");
+    load_tile("ts_Qs", a_.q, a_.i, "ts_m0", "ts_M", a_.d, d_, rows_);
+    line("__syncthreads();");
+    line(str_cat("unsigned ts_qf[", d_ / 16, "][4];"));
+    loop("ts_kk", d_ / 16, [&] {
+      line("ts_ldsm_x4(ts_qf[ts_kk], &ts_Qs[ts_warp * 16 + (ts_lane & 15)][ts_kk * 16 + (ts_lane >> 4) * 8]);");
+    });
+    init_rows();
     if (async_) {
       // Tile t in buffer t % 2; tile t + 1's copies are issued before tile
       // t is waited for, into the buffer tile t - 1 was read from (the
       // barrier at the end of each tile frees it).
       line("int ts_buf = 0;");
-      copy_tiles("0ll", "0");
+      copy_k_tile("0ll", "ts_tid", threads_, "(unsigned char*)ts_Ks", "0u");
+      copy_v_tile("0ll", "ts_tid", threads_, "(unsigned char*)ts_Vs", "0u");
       line("ts_cp_commit();");
     }
-    line("for (long long ts_n0 = 0; ts_n0 < ts_N; ts_n0 += 64ll) {");
+    line(str_cat("for (long long ts_n0 = 0; ts_n0 < ts_N; ts_n0 += ", keys_, "ll) {"));
     out_.indent(1);
     if (async_) {
-      line("if (ts_n0 + 64ll < ts_N) {");
+      line(str_cat("if (ts_n0 + ", keys_, "ll < ts_N) {"));
       out_.indent(1);
-      copy_tiles("ts_n0 + 64ll", "(ts_buf ^ 1)");
+      copy_k_tile(str_cat("ts_n0 + ", keys_, "ll").c_str(), "ts_tid", threads_, "(unsigned char*)ts_Ks",
+                  str_cat("(unsigned)(ts_buf ^ 1) * ", k_pad_bytes(), "u").c_str());
+      copy_v_tile(str_cat("ts_n0 + ", keys_, "ll").c_str(), "ts_tid", threads_, "(unsigned char*)ts_Vs",
+                  str_cat("(unsigned)(ts_buf ^ 1) * ", v_pad_bytes(), "u").c_str());
       out_.indent(-1);
       line("}");
       line("ts_cp_commit();");
       line("ts_cp_wait<1>();  // tile t has landed (the newest group is t + 1's, or empty)");
-      if (wgmma_) line("ts_fence_async_smem();  // K, copied by cp.async, read by wgmma");
       line("__syncthreads();");
-      if (wgmma_) {
-        line(str_cat("const unsigned ts_kaddr = ts_smem_addr(ts_Kw) + (unsigned)ts_buf * ", k_bytes(), "u;"));
-      } else {
-        line(str_cat("unsigned short (*ts_Kb)[", qd, "] = ts_Ks + ts_buf * ", kKeys, ";"));
-      }
-      if (pv_wgmma_) {
-        line(str_cat("const unsigned ts_vaddr = ts_smem_addr(ts_Vw) + (unsigned)ts_buf * ", v_tile_bytes(), "u;"));
-      } else {
-        line(str_cat("unsigned short (*ts_Vb)[", vd, "] = ts_Vs + ts_buf * ", kKeys, ";"));
-      }
+      line(str_cat("unsigned short (*ts_Kb)[", d_ + 8, "] = ts_Ks + ts_buf * ", keys_, ";"));
+      line(str_cat("unsigned short (*ts_Vb)[", e_ + 8, "] = ts_Vs + ts_buf * ", keys_, ";"));
     } else {
       line("__syncthreads();  // the previous tile is consumed");
-      load_tile("ts_Ks", a_.k, a_.j, "ts_n0", "ts_N", a_.d, d_, kKeys);
-      load_tile("ts_Vs", a_.v, a_.j, "ts_n0", "ts_N", a_.e, e_, kKeys);
+      load_tile("ts_Ks", a_.k, a_.j, "ts_n0", "ts_N", a_.d, d_, keys_);
+      load_tile("ts_Vs", a_.v, a_.j, "ts_n0", "ts_N", a_.e, e_, keys_);
       line("__syncthreads();");
-      line(str_cat("unsigned short (*ts_Kb)[", qd, "] = ts_Ks;"));
-      line(str_cat("unsigned short (*ts_Vb)[", vd, "] = ts_Vs;"));
+      line(str_cat("unsigned short (*ts_Kb)[", d_ + 8, "] = ts_Ks;"));
+      line(str_cat("unsigned short (*ts_Vb)[", e_ + 8, "] = ts_Vs;"));
     }
-    scores();
-    softmax();
-    pv();
+    zero_scores();
+    key_fragments();
+    scale_and_bias();
+    softmax_stats();
+    rescale();
+    pv_sync();
     if (async_) {
       line("__syncthreads();  // buffer ts_buf is read: the copies two tiles on may go into it");
       line("ts_buf ^= 1;");
@@ -175,35 +202,252 @@ class FlashWriter {
     line("__syncthreads();  // the next batch entry reuses the tiles");
     out_.indent(-1);
     line("}");
+  }
+
+  // S = Q K^T with mma.sync: one ldmatrix.x4 gives the B fragments of two
+  // 8-key tiles: lanes 0-15 address keys 16 np + 0-7 (k low, high), lanes
+  // 16-31 keys 16 np + 8-15.
+  void key_fragments() {
+    loop("ts_kk", d_ / 16, [&] {
+      loop("ts_np", keys_ / 16, [&] {
+        line("unsigned ts_kb[4];");
+        line("ts_ldsm_x4(ts_kb, &ts_Kb[ts_np * 16 + (ts_lane >> 4) * 8 + (ts_lane & 7)]"
+             "[ts_kk * 16 + ((ts_lane >> 3) & 1) * 8]);");
+        line(str_cat("ts_mma_", half_, "(ts_s[2 * ts_np], ts_qf[ts_kk], ts_kb);"));
+        line(str_cat("ts_mma_", half_, "(ts_s[2 * ts_np + 1], ts_qf[ts_kk], ts_kb + 2);"));
+      });
+    });
+  }
+
+  // O += P V: P's A fragments from the score accumulators, V's B fragments
+  // with ldmatrix .trans (lanes 16-31 address the second 8-column tile).
+  void pv_sync() {
+    loop("ts_kk", keys_ / 16, [&] {
+      line(str_cat("const unsigned ts_pa[4] = {", packed_p("ts_kk", 0), ", ", packed_p("ts_kk", 1), ", ",
+                   packed_p("ts_kk", 2), ", ", packed_p("ts_kk", 3), "};"));
+      loop("ts_np", e_ / 16, [&] {
+        line("unsigned ts_vb[4];");
+        line("ts_ldsm_x4_trans(ts_vb, &ts_Vb[ts_kk * 16 + (ts_lane & 15)][ts_np * 16 + (ts_lane >> 4) * 8]);");
+        line(str_cat("ts_mma_", half_, "(ts_o[2 * ts_np], ts_pa, ts_vb);"));
+        line(str_cat("ts_mma_", half_, "(ts_o[2 * ts_np + 1], ts_pa, ts_vb + 2);"));
+      });
+    });
+  }
+
+  // ---- the warp-specialised wgmma form ----
+
+  // Q, two stages of K and of V as wgmma reads them: 128-byte swizzled
+  // tiles (1024-byte aligned) whose 64-column (128-byte) regions hold all
+  // of the tile's rows (Q: 128, K: 128 keys, K-major); V N-major in two
+  // halves of 64 keys, each a tile of that layout. Then the mbarriers:
+  // full_k, full_v, empty_k, empty_v, two stages each.
+  void declare_swizzled_tiles() {
+    line("unsigned char* const ts_sm = ts_dsmem + ((1024u - (ts_smem_addr(ts_dsmem) & 1023u)) & 1023u);");
+    line("unsigned char* const ts_Qw = ts_sm;");
+    line(str_cat("unsigned char* const ts_Kw = ts_sm + ", q_bytes(), ";"));
+    line(str_cat("unsigned char* const ts_Vw = ts_sm + ", q_bytes() + 2 * k_bytes(), ";"));
+    line(str_cat("const unsigned ts_full_k = ts_smem_addr(ts_sm + ", barriers_at(),
+                 "), ts_full_v = ts_full_k + 16u, ts_empty_k = ts_full_k + 32u, ts_empty_v = ts_full_k + 48u;"));
+    line("// Byte offset of halves (r, c .. c + 7), c a multiple of 8, in a swizzled tile of `rows` rows.");
+    line("auto ts_swz = [](int r, int c, int rows) -> unsigned {");
+    line("  return (unsigned)((c >> 6) * rows * 128 + r * 128 + ((((c >> 3) & 7) ^ (r & 7)) << 4));");
+    line("};");
+  }
+
+  void write_warp_specialised() {
+    line("if (ts_tid == 0) {");
+    line("  for (int ts_st = 0; ts_st < 2; ++ts_st) {");
+    line("    ts_mbar_init(ts_full_k + 8u * ts_st, 128u);  // the producers' cp.async arrivals");
+    line("    ts_mbar_init(ts_full_v + 8u * ts_st, 128u);");
+    line("    ts_mbar_init(ts_empty_k + 8u * ts_st, 256u);  // every consumer thread");
+    line("    ts_mbar_init(ts_empty_v + 8u * ts_st, 256u);");
+    line("  }");
+    line("  ts_mbar_fence_init();");
+    line("}");
+    line("__syncthreads();");
+    line(str_cat("// Key tile number ts_it (counted over the batch entries too) is in stage ts_it & 1, "
+                 "in that stage's phase (ts_it >> 1) & 1."));
+    line("if (ts_warp >= 8) {");
+    out_.indent(1);
+    producer();
+    out_.indent(-1);
+    line("} else {");
+    out_.indent(1);
+    consumer();
     out_.indent(-1);
     line("}");
   }
 
-  int threads() const { return threads_; }
-
-  // Its grid, block and dynamic shared memory (the three tiles).
-  LaunchGeometry launch() const {
-    LaunchGeometry g;
-    g.grid[0] = loop::simplify(loop::floordiv(a_.m + Expr(rows_ - 1), Expr(rows_)));
-    g.grid[1] = loop::simplify(loop::min(a_.batch_extent, Expr(65535)));
-    g.block[0] = Expr(threads_);
-    const int64_t v_bytes = pv_wgmma_ ? 2 * v_tile_bytes() : int64_t{buffers() * kKeys} * (e_ + 8) * 2;
-    g.shared_bytes = static_cast<unsigned>(wgmma_ ? 1024 + q_bytes() + 2 * k_bytes() + v_bytes
-                                                  : int64_t{rows_ + buffers() * kKeys} * (d_ + 8) * 2 + v_bytes);
-    return g;
+  void producer() {
+    line(str_cat("ts_setmaxnreg_dec<", kProducerRegs, ">();"));
+    line("const int ts_ptid = ts_tid - 256;");
+    line("long long ts_it = 0;");
+    line("for (long long ts_bh = blockIdx.y; ts_bh < ts_B; ts_bh += gridDim.y) {");
+    line(str_cat("  for (long long ts_n0 = 0; ts_n0 < ts_N; ts_n0 += ", keys_, "ll, ++ts_it) {"));
+    out_.indent(2);
+    line("const unsigned ts_st = (unsigned)(ts_it & 1), ts_free = (unsigned)((ts_it >> 1) & 1) ^ 1u;");
+    line("ts_mbar_wait(ts_empty_k + 8u * ts_st, ts_free);");
+    copy_k_tile("ts_n0", "ts_ptid", 128, "ts_Kw", str_cat("ts_st * ", k_bytes(), "u").c_str());
+    line("ts_cp_mbar_arrive(ts_full_k + 8u * ts_st);  // when this thread's copies have landed");
+    line("ts_mbar_wait(ts_empty_v + 8u * ts_st, ts_free);");
+    copy_v_tile("ts_n0", "ts_ptid", 128, "ts_Vw", str_cat("ts_st * ", v_bytes(), "u").c_str());
+    line("ts_cp_mbar_arrive(ts_full_v + 8u * ts_st);");
+    out_.indent(-2);
+    line("  }");
+    line("}");
+    line("ts_cp_wait<0>();");
   }
 
- private:
-  void line(const std::string& s) { out_.line(s); }
+  void consumer() {
+    line(str_cat("ts_setmaxnreg_inc<", kConsumerRegs, ">();"));
+    line("const int ts_cw = ts_warp >> 2;  // this warpgroup's rows: 64 ts_cw ..");
+    line(str_cat("const unsigned ts_qaddr = ts_smem_addr(ts_Qw) + (unsigned)ts_cw * ", 64 * 128, "u;"));
+    line("long long ts_it = 0;");
+    line("for (long long ts_bh = blockIdx.y; ts_bh < ts_B; ts_bh += gridDim.y) {");
+    out_.indent(1);
+    line("ts_bar_sync(1 + ts_cw, 128);  // the last batch entry's wgmmas are done with Q");
+    load_q_rows();
+    line("ts_fence_async_smem();  // Q, written by the threads, read by wgmma");
+    line("ts_bar_sync(1 + ts_cw, 128);");
+    init_rows();
+    // The first tile on its own and the last tile's P V after the loop, so
+    // that every wgmma wait is unconditional: ptxas serialises the wgmmas
+    // when a path it cannot rule out reads accumulators still in flight.
+    line(str_cat("unsigned ts_pk[", keys_ / 16, "][4];  // P of the previous tile, wgmma's A fragments"));
+    line("if (ts_N > 0) {");
+    out_.indent(1);
+    line("{");
+    out_.indent(1);
+    line("const long long ts_n0 = 0;");
+    scores_async(false);
+    line("ts_wgmma_wait0();");
+    line("ts_mbar_arrive(ts_empty_k + 8u * ts_st);  // K_t is read");
+    scale_and_bias();
+    softmax_stats();
+    pack_p("ts_pk");
+    rescale();
+    out_.indent(-1);
+    line("}");
+    line("++ts_it;");
+    line(str_cat("for (long long ts_n0 = ", keys_, "ll; ts_n0 < ts_N; ts_n0 += ", keys_, "ll, ++ts_it) {"));
+    out_.indent(1);
+    scores_async(true);
+    line("ts_wgmma_wait1();  // S (the older group)");
+    line("ts_mbar_arrive(ts_empty_k + 8u * ts_st);  // K_t is read");
+    scale_and_bias();
+    softmax_stats();
+    // P's registers are written only once the previous P V is done (the
+    // register allocator may give them the registers it still reads).
+    line("ts_wgmma_wait0();  // P V of the previous tile");
+    line("ts_mbar_arrive(ts_empty_v + 8u * (unsigned)((ts_it - 1) & 1));");
+    pack_p("ts_pk");
+    rescale();
+    out_.indent(-1);
+    line("}");
+    pv_descriptors();
+    line("ts_wgmma_fence();");
+    pv_wgmmas();
+    line("ts_wgmma_wait0();");
+    line("ts_mbar_arrive(ts_empty_v + 8u * (unsigned)((ts_it - 1) & 1));");
+    out_.indent(-1);
+    line("}");
+    epilogue();
+    out_.indent(-1);
+    line("}");
+  }
 
-  void loop(const char* v, int n, const std::function<void()>& body) { unrolled_loops(out_, {{v, n}}, body); }
+  // S = Q K_t^T issued for key tile ts_it at ts_n0 (m64nKk16 steps over d,
+  // Q and K K-major) once its K stage is full; with `pv`, then O += P V of
+  // the previous tile (ts_it - 1) in a second group. Every descriptor is
+  // computed before the fence: ptxas serialises wgmmas whose input
+  // registers are written while one is in flight.
+  void scores_async(bool pv) {
+    line("const unsigned ts_st = (unsigned)(ts_it & 1);");
+    line("ts_mbar_wait(ts_full_k + 8u * ts_st, (unsigned)((ts_it >> 1) & 1));");
+    if (pv) pv_descriptors();
+    line("ts_fence_async_smem();  // K (and V), copied by cp.async, read by wgmma");
+    zero_scores();
+    line(str_cat("const unsigned ts_kaddr = ts_smem_addr(ts_Kw) + ts_st * ", k_bytes(), "u;"));
+    line(str_cat("unsigned long long ts_qd[", d_ / 16, "], ts_kd[", d_ / 16, "];"));
+    loop("ts_kk", d_ / 16, [&] {
+      line(str_cat("ts_qd[ts_kk] = ts_wdesc(ts_qaddr + ", swizzled_step(rows_), ");"));
+      line(str_cat("ts_kd[ts_kk] = ts_wdesc(ts_kaddr + ", swizzled_step(keys_), ");"));
+    });
+    line("ts_wgmma_fence();");
+    loop("ts_kk", d_ / 16, [&] {
+      line(str_cat("ts_wgmma_", half_, "_n", keys_, "_t0(&ts_s[0][0], ts_qd[ts_kk], ts_kd[ts_kk]);"));
+    });
+    line("ts_wgmma_commit();");
+    if (pv) pv_wgmmas();
+  }
+
+  // The previous key tile's (number ts_it - 1) V stage, once full, as the
+  // descriptors of P V's k-steps: 16 keys a step, 2048 bytes apart in a
+  // 64-key half of the stage.
+  void pv_descriptors() {
+    line("const unsigned ts_pst = (unsigned)((ts_it - 1) & 1);");
+    line("ts_mbar_wait(ts_full_v + 8u * ts_pst, (unsigned)(((ts_it - 1) >> 1) & 1));");
+    line("ts_fence_async_smem();  // V, copied by cp.async, read by wgmma");
+    line(str_cat("const unsigned ts_vaddr = ts_smem_addr(ts_Vw) + ts_pst * ", v_bytes(), "u;"));
+    line(str_cat("unsigned long long ts_vd[", keys_ / 16, "];"));
+    loop("ts_kk", keys_ / 16, [&] {
+      line(str_cat("ts_vd[ts_kk] = ts_wdesc_n(ts_vaddr + (unsigned)(ts_kk >> 2) * ", v_bytes() / 2,
+                   "u + (unsigned)(ts_kk & 3) * 2048u);"));
+    });
+  }
+
+  // O += P V (m64nEk16, P from ts_pk) as one group, after pv_descriptors.
+  void pv_wgmmas() {
+    loop("ts_kk", keys_ / 16, [&] {
+      line(str_cat("ts_wgmma_rs_", half_, "_n", e_, "_t1(&ts_o[0][0], ts_pk[ts_kk], ts_vd[ts_kk]);"));
+    });
+    line("ts_wgmma_commit();");
+  }
+
+  void pack_p(const char* regs) {
+    loop("ts_kk", keys_ / 16, [&] {
+      loop("ts_x", 4, [&] { line(str_cat(regs, "[ts_kk][ts_x] = ", packed_p("ts_kk", -1), ";")); });
+    });
+  }
+
+  // O += P V for the previous key tile (number ts_it - 1), P from ts_pk:
+  // m64nEk16 steps of 16 keys, 2048 bytes apart in a 64-key half of the
+  // tile's V stage.
+  void issue_pv() {
+    line("const unsigned ts_pst = (unsigned)((ts_it - 1) & 1);");
+    line("ts_mbar_wait(ts_full_v + 8u * ts_pst, (unsigned)(((ts_it - 1) >> 1) & 1));");
+    line("ts_fence_async_smem();  // V, copied by cp.async, read by wgmma");
+    line(str_cat("const unsigned ts_vaddr = ts_smem_addr(ts_Vw) + ts_pst * ", v_bytes(), "u;"));
+    line("ts_wgmma_fence();");
+    loop("ts_kk", keys_ / 16, [&] {
+      line(str_cat("ts_wgmma_rs_", half_, "_n", e_, "_t1(&ts_o[0][0], ts_pk[ts_kk], ts_wdesc_n(ts_vaddr + (unsigned)(ts_kk >> 2) * ",
+                   v_bytes() / 2, "u + (unsigned)(ts_kk & 3) * 2048u));"));
+    });
+    line("ts_wgmma_commit();");
+  }
+
+  // The byte offset of k-step ts_kk (16 halves) in a swizzled K-major tile
+  // of `rows` rows: 32 bytes a step within a 64-column region.
+  static std::string swizzled_step(int rows) {
+    return str_cat("(unsigned)(ts_kk >> 2) * ", rows * 128, "u + (unsigned)(ts_kk & 3) * 32u");
+  }
+
+  // The consumer warpgroup's 64 rows of Q into the swizzled Q tile.
+  void load_q_rows() {
+    load_tile("ts_Qw", a_.q, a_.i, "ts_m0", "ts_M", a_.d, d_, 64, "(ts_tid & 127)", 128, "ts_cw * 64");
+  }
+
+  // ---- shared by both forms ----
 
   int buffers() const { return async_ ? 2 : 1; }
-  // Bytes of the Q tile (the block's rows of d halves), a K tile (64 keys of
-  // d) and a V tile (64 keys of e).
+  // Bytes of the swizzled Q tile (the block's rows of d halves), a K stage
+  // (keys of d) and a V stage (keys of e); the padded tiles' K and V buffers.
   int q_bytes() const { return rows_ * d_ * 2; }
-  int k_bytes() const { return kKeys * d_ * 2; }
-  int v_tile_bytes() const { return kKeys * e_ * 2; }
+  int k_bytes() const { return keys_ * d_ * 2; }
+  int v_bytes() const { return keys_ * e_ * 2; }
+  int k_pad_bytes() const { return keys_ * (d_ + 8) * 2; }
+  int v_pad_bytes() const { return keys_ * (e_ + 8) * 2; }
+  int barriers_at() const { return q_bytes() + 2 * k_bytes() + 2 * v_bytes(); }
 
   // The plain load of `value` when 16-byte copies of 8 consecutive columns
   // read it exactly (else nullptr).
@@ -217,29 +461,33 @@ class FlashWriter {
     return vector_load(value, row_var, col_var, width) != nullptr;
   }
 
-  // cp.async of the K and V tiles at key n0 into buffer `buf`: 16 bytes a
-  // copy, zero-filled past N (the clamped row keeps the address inside the
-  // buffer).
-  void copy_tiles(const char* n0, const char* buf) {
-    const auto copy = [&](const char* tile, const Expr& value, const std::string& col_var, int width) {
-      const loop::ExprNode* load = vector_load(value, a_.j, col_var, width);
-      const int per_row = width / 8;
-      line(str_cat("for (int ts_e = ts_tid; ts_e < ", kKeys * per_row, "; ts_e += ", threads_, ") {"));
-      out_.indent(1);
-      line(str_cat("const int ts_r = ts_e / ", per_row, ", ts_c = ts_e % ", per_row, " * 8;"));
-      row_indices(a_.j, n0, "ts_N", col_var);
-      const bool is_k = std::string(tile) == "ts_Ks";
-      const std::string dst =
-          wgmma_ && is_k      ? str_cat("ts_Kw + ", buf, " * ", k_bytes(), ", ts_swz(ts_r, ts_c, ", kKeys, ")")
-          : pv_wgmma_ && !is_k ? str_cat("ts_Vw + ", buf, " * ", v_tile_bytes(), ", ts_swz(ts_r, ts_c, ", kKeys, ")")
-                               : str_cat("(unsigned char*)&", tile, "[", buf, " * ", kKeys, " + ts_r][ts_c], 0u");
-      line(str_cat("ts_cp16_at(", dst, ", &", buffer_name(load->buffer->name), "[",
-                   out_.expr().flat_index(*load->buffer, load->args), "], ts_at < ts_N);"));
-      out_.indent(-1);
-      line("}");
-    };
-    copy("ts_Ks", a_.k, a_.d, d_);
-    copy("ts_Vs", a_.v, a_.e, e_);
+  // cp.async of the key tile at n0 of K (V) by threads `tid` .. of
+  // `nthreads`, into the tile at byte `off` of `base`: 16 bytes a copy,
+  // zero-filled past N (the clamped row keeps the address inside the
+  // buffer). Swizzled (the warp-specialised form: V in halves of 64 keys)
+  // or padded rows.
+  void copy_k_tile(const char* n0, const char* tid, int nthreads, const std::string& base, const std::string& off) {
+    const std::string at = ws_ ? "ts_swz(ts_r, ts_c, " + std::to_string(keys_) + ")"
+                               : str_cat("(unsigned)(ts_r * ", (d_ + 8) * 2, " + ts_c * 2)");
+    copy_tile(n0, tid, nthreads, a_.k, a_.d, d_, base, off + " + " + at);
+  }
+  void copy_v_tile(const char* n0, const char* tid, int nthreads, const std::string& base, const std::string& off) {
+    const std::string at = ws_ ? str_cat("(unsigned)(ts_r >> 6) * ", v_bytes() / 2, "u + ts_swz(ts_r & 63, ts_c, 64)")
+                               : str_cat("(unsigned)(ts_r * ", (e_ + 8) * 2, " + ts_c * 2)");
+    copy_tile(n0, tid, nthreads, a_.v, a_.e, e_, base, off + " + " + at);
+  }
+  void copy_tile(const char* n0, const char* tid, int nthreads, const Expr& value, const std::string& col_var,
+                 int width, const std::string& base, const std::string& dst) {
+    const loop::ExprNode* load = vector_load(value, a_.j, col_var, width);
+    const int per_row = width / 8;
+    line(str_cat("for (int ts_e = ", tid, "; ts_e < ", keys_ * per_row, "; ts_e += ", nthreads, ") {"));
+    out_.indent(1);
+    line(str_cat("const int ts_r = ts_e / ", per_row, ", ts_c = ts_e % ", per_row, " * 8;"));
+    row_indices(a_.j, n0, "ts_N", col_var);
+    line(str_cat("ts_cp16_at(", base, ", ", dst, ", &", buffer_name(load->buffer->name), "[",
+                 out_.expr().flat_index(*load->buffer, load->args), "], ts_at < ts_N);"));
+    out_.indent(-1);
+    line("}");
   }
 
   // ts_bias(batch, i, j) and ts_epilogue(batch, i, e, acc): the statement's
@@ -252,34 +500,32 @@ class FlashWriter {
 
   // Shared tile `tile` <- rows [row0, row0 + rows) of `value` (its row
   // variable `row_var` up to `extent`, its column variable `col_var` over
-  // [0, width)), the value's bits as stored (bf16/f16), 0 past the extent:
-  // 16 bytes at a time when the value is a plain load contiguous in the
-  // column (loads of a buffer or a view of one), else per element. The
-  // indices are clamped into range so that every load is inside the buffer
-  // (the value is then discarded).
+  // [0, width)), the value's bits as stored (bf16/f16), 0 past the extent,
+  // by threads `tid` .. of `nthreads`, into the tile's rows from `r0`: 16
+  // bytes at a time when the value is a plain load contiguous in the column
+  // (loads of a buffer or a view of one), else per element. The indices are
+  // clamped into range so that every load is inside the buffer (the value
+  // is then discarded).
   void load_tile(const char* tile, const Expr& value, const std::string& row_var, const char* row0,
-                 const char* extent, const std::string& col_var, int width, int rows) {
-    if (const loop::ExprNode* load = vector_load(value, row_var, col_var, width)) {
+                 const char* extent, const std::string& col_var, int width, int rows, const char* tid = "ts_tid",
+                 int nthreads = 0, const char* r0 = "0") {
+    if (nthreads == 0) nthreads = threads_;
+    const loop::ExprNode* load = vector_load(value, row_var, col_var, width);
+    const int per_row = load ? width / 8 : width;
+    line(str_cat("for (int ts_e = ", tid, "; ts_e < ", rows * per_row, "; ts_e += ", nthreads, ") {"));
+    out_.indent(1);
+    line(str_cat("const int ts_r = ", r0, " + ts_e / ", per_row, ", ts_c = ts_e % ", per_row, load ? " * 8;" : ";"));
+    row_indices(row_var, row0, extent, col_var);
+    if (load) {
       // 16 bytes (8 consecutive columns) a load and a store.
-      const int per_row = width / 8;
-      line(str_cat("for (int ts_e = ts_tid; ts_e < ", rows * per_row, "; ts_e += ", threads_, ") {"));
-      out_.indent(1);
-      line(str_cat("const int ts_r = ts_e / ", per_row, ", ts_c = ts_e % ", per_row, " * 8;"));
-      row_indices(row_var, row0, extent, col_var);
       line(str_cat("const ts_u4 ts_v = *(const ts_u4*)&", buffer_name(load->buffer->name), "[",
                    out_.expr().flat_index(*load->buffer, load->args), "];"));
       line(str_cat("*(ts_u4*)", at(tile, "ts_c"), " = ts_at < ", extent, " ? ts_v : ts_u4{0u, 0u, 0u, 0u};"));
-      out_.indent(-1);
-      line("}");
-      return;
+    } else {
+      line(str_cat("const float ts_v = ts_at < ", extent, " ? ", out_.expr().emit(value), " : 0.0f;"));
+      const char* bits = half_ == std::string("bf16") ? "ts_f2bf(ts_v)" : "ts_f2h(ts_v)";
+      line(str_cat("*(unsigned short*)", at(tile, "ts_c"), " = ", bits, ";"));
     }
-    line(str_cat("for (int ts_e = ts_tid; ts_e < ", rows * width, "; ts_e += ", threads_, ") {"));
-    out_.indent(1);
-    line(str_cat("const int ts_r = ts_e / ", width, ", ts_c = ts_e % ", width, ";"));
-    row_indices(row_var, row0, extent, col_var);
-    line(str_cat("const float ts_v = ts_at < ", extent, " ? ", out_.expr().emit(value), " : 0.0f;"));
-    const char* bits = half_ == std::string("bf16") ? "ts_f2bf(ts_v)" : "ts_f2h(ts_v)";
-    line(str_cat("*(unsigned short*)", at(tile, "ts_c"), " = ", bits, ";"));
     out_.indent(-1);
     line("}");
   }
@@ -301,63 +547,53 @@ class FlashWriter {
     line(str_cat("const long long ", var_name(col_var), " = ts_c;"));
   }
 
-  // S = Q K^T for the warp's 16 rows and the tile's 64 keys, scaled, biased
-  // and -inf past N.
-  void scores() {
-    line("float ts_s[8][4];");
-    loop("ts_q", 8, [&] { line("ts_s[ts_q][0] = ts_s[ts_q][1] = ts_s[ts_q][2] = ts_s[ts_q][3] = 0.0f;"); });
-    if (wgmma_) {
-      // Warpgroup g's 64 x 64 scores (its rows 64 g ..): m64n64k16 steps
-      // over d, 32 bytes apart in a swizzled region; a region is 16 KB of
-      // Q (128 rows), 8 KB of K. The accumulators are mma.sync's m16n8
-      // tiles side by side (warp w: rows 16 w ..).
-      line("ts_wgmma_fence();");
-      line(str_cat("const unsigned ts_qaddr = ts_smem_addr(ts_Qw) + (unsigned)(ts_warp >> 2) * ", 64 * 128, "u;"));
-      loop("ts_kk", d_ / 16, [&] {
-        line(str_cat("const unsigned ts_qo = (unsigned)(ts_kk >> 2) * ", rows_ * 128,
-                     "u + (unsigned)(ts_kk & 3) * 32u, ts_ko = (unsigned)(ts_kk >> 2) * ", kKeys * 128,
-                     "u + (unsigned)(ts_kk & 3) * 32u;"));
-        line(str_cat("ts_wgmma_", half_, "_n64_t0(&ts_s[0][0], ts_wdesc(ts_qaddr + ts_qo), ts_wdesc(ts_kaddr + ts_ko));"));
-      });
-      line("ts_wgmma_commit();");
-      line("ts_wgmma_wait0();");
-    } else {
-      key_fragments();
-    }
-    scale_and_bias();
+  // O = 0, m = -inf, l = 0 for the thread's rows.
+  void init_rows() {
+    line(str_cat("float ts_o[", e_ / 8, "][4];"));
+    loop("ts_q", e_ / 8, [&] { line("ts_o[ts_q][0] = ts_o[ts_q][1] = ts_o[ts_q][2] = ts_o[ts_q][3] = 0.0f;"); });
+    line("float ts_mx[2] = {ts_ninf, ts_ninf}, ts_l[2] = {0.0f, 0.0f}, ts_alpha[2], ts_sum[2];");
   }
 
-  // S = Q K^T with mma.sync: one ldmatrix.x4 gives the B fragments of two
-  // 8-key tiles: lanes 0-15 address keys 16 np + 0-7 (k low, high), lanes
-  // 16-31 keys 16 np + 8-15.
-  void key_fragments() {
-    loop("ts_kk", d_ / 16, [&] {
-      loop("ts_np", 4, [&] {
-        line("unsigned ts_kb[4];");
-        line("ts_ldsm_x4(ts_kb, &ts_Kb[ts_np * 16 + (ts_lane >> 4) * 8 + (ts_lane & 7)]"
-             "[ts_kk * 16 + ((ts_lane >> 3) & 1) * 8]);");
-        line(str_cat("ts_mma_", half_, "(ts_s[2 * ts_np], ts_qf[ts_kk], ts_kb);"));
-        line(str_cat("ts_mma_", half_, "(ts_s[2 * ts_np + 1], ts_qf[ts_kk], ts_kb + 2);"));
-      });
-    });
+  void zero_scores() {
+    line(str_cat("float ts_s[", keys_ / 8, "][4];"));
+    loop("ts_q", keys_ / 8, [&] { line("ts_s[ts_q][0] = ts_s[ts_q][1] = ts_s[ts_q][2] = ts_s[ts_q][3] = 0.0f;"); });
   }
 
+  // s = (scale S + bias) log2(e), -inf past N. Without a bias, a tile of
+  // keys all below N is only scaled.
   void scale_and_bias() {
-    loop("ts_nt", 8, [&] {
-      loop("ts_r", 4, [&] {
-        line("const long long ts_i = ts_m0 + ts_warp * 16 + ts_g + (ts_r >> 1) * 8;");
-        line("const long long ts_j = ts_n0 + ts_nt * 8 + ts_t * 2 + (ts_r & 1);");
-        line("ts_s[ts_nt][ts_r] = ts_j < ts_N ? ts_scale * ts_s[ts_nt][ts_r] + "
-             "0x1.715476p+0f * ts_bias(ts_bh, ts_i < ts_M ? ts_i : ts_M - 1, ts_j) : ts_ninf;");
+    const auto general = [&] {
+      loop("ts_nt", keys_ / 8, [&] {
+        loop("ts_r", 4, [&] {
+          line("const long long ts_i = ts_m0 + ts_warp * 16 + ts_g + (ts_r >> 1) * 8;");
+          line("const long long ts_j = ts_n0 + ts_nt * 8 + ts_t * 2 + (ts_r & 1);");
+          line("ts_s[ts_nt][ts_r] = ts_j < ts_N ? ts_scale * ts_s[ts_nt][ts_r] + "
+               "0x1.715476p+0f * ts_bias(ts_bh, ts_i < ts_M ? ts_i : ts_M - 1, ts_j) : ts_ninf;");
+        });
       });
-    });
+    };
+    if (!bias_zero_) {
+      general();
+      return;
+    }
+    line(str_cat("if (ts_n0 + ", keys_, "ll <= ts_N) {"));
+    out_.indent(1);
+    loop("ts_nt", keys_ / 8, [&] { loop("ts_r", 4, [&] { line("ts_s[ts_nt][ts_r] *= ts_scale;"); }); });
+    out_.indent(-1);
+    line("} else {");
+    out_.indent(1);
+    general();
+    out_.indent(-1);
+    line("}");
   }
 
-  // The online softmax of the tile's rows g (h = 0) and g + 8 (h = 1).
-  void softmax() {
+  // The online softmax of the tile's rows g (h = 0) and g + 8 (h = 1): the
+  // new maxima, P = 2^(s - m') in place of the scores, their row sums and
+  // the factor 2^(m - m') that O and l take (rescale).
+  void softmax_stats() {
     loop("ts_h", 2, [&] {
       line("float ts_tmax = ts_ninf;");
-      loop("ts_nt", 8, [&] {
+      loop("ts_nt", keys_ / 8, [&] {
         line("ts_tmax = fmaxf(ts_tmax, fmaxf(ts_s[ts_nt][2 * ts_h], ts_s[ts_nt][2 * ts_h + 1]));");
       });
       line("ts_tmax = fmaxf(ts_tmax, ts_shfl_xor(ts_tmax, 1));");
@@ -365,63 +601,40 @@ class FlashWriter {
       line("const float ts_new = fmaxf(ts_mx[ts_h], ts_tmax);");
       // Every score so far -inf: nothing to subtract (exp(-inf) = 0 leaves P 0).
       line("const float ts_base = ts_new == ts_ninf ? 0.0f : ts_new;");
-      line("const float ts_alpha = ts_mx[ts_h] == ts_ninf ? 0.0f : exp2f(ts_mx[ts_h] - ts_base);");
-      line("float ts_sum = 0.0f;");
-      loop("ts_nt", 8, [&] {
+      line("ts_alpha[ts_h] = ts_mx[ts_h] == ts_ninf ? 0.0f : exp2f(ts_mx[ts_h] - ts_base);");
+      line("float ts_rs = 0.0f;");
+      loop("ts_nt", keys_ / 8, [&] {
         loop("ts_c", 2, [&] {
           line("const float ts_p = exp2f(ts_s[ts_nt][2 * ts_h + ts_c] - ts_base);");
           line("ts_s[ts_nt][2 * ts_h + ts_c] = ts_p;");
-          line("ts_sum += ts_p;");
+          line("ts_rs += ts_p;");
         });
       });
-      line("ts_l[ts_h] = ts_l[ts_h] * ts_alpha + ts_sum;");
+      line("ts_sum[ts_h] = ts_rs;");
       line("ts_mx[ts_h] = ts_new;");
+    });
+  }
+
+  // l = l alpha + the row sums, O = O alpha.
+  void rescale() {
+    loop("ts_h", 2, [&] {
+      line("ts_l[ts_h] = ts_l[ts_h] * ts_alpha[ts_h] + ts_sum[ts_h];");
       loop("ts_q", e_ / 8, [&] {
-        line("ts_o[ts_q][2 * ts_h] *= ts_alpha;");
-        line("ts_o[ts_q][2 * ts_h + 1] *= ts_alpha;");
+        line("ts_o[ts_q][2 * ts_h] *= ts_alpha[ts_h];");
+        line("ts_o[ts_q][2 * ts_h + 1] *= ts_alpha[ts_h];");
       });
     });
   }
 
-  // O += P V: P's A fragments from the score accumulators (k16 block kk
-  // is score tiles 2 kk and 2 kk + 1), V's B fragments with ldmatrix .trans.
-  void pv() {
+  // Register x (0-3; -1: the loop variable ts_x) of P's A fragment for k16
+  // block `kk` (score tiles 2 kk and 2 kk + 1), two probabilities packed.
+  std::string packed_p(const char* kk, int x) const {
     const std::string pack = str_cat("ts_pack_", half_);
-    const std::string pa = str_cat("const unsigned ts_pa[4] = {", pack, "(ts_s[2 * ts_kk][0], ts_s[2 * ts_kk][1]), ",
-                                   pack, "(ts_s[2 * ts_kk][2], ts_s[2 * ts_kk][3]), ", pack,
-                                   "(ts_s[2 * ts_kk + 1][0], ts_s[2 * ts_kk + 1][1]), ", pack,
-                                   "(ts_s[2 * ts_kk + 1][2], ts_s[2 * ts_kk + 1][3])};");
-    if (pv_wgmma_) {
-      // m64nEk16 with P from registers (its A fragments, as for mma.sync)
-      // and V N-major: 16 keys a step, 2048 bytes apart in the swizzled tile.
-      // P's fragments are all packed before the fence: registers written
-      // between wgmmas would make ptxas wait for the warpgroup each time.
-      line(str_cat("unsigned ts_pk[", kKeys / 16, "][4];"));
-      loop("ts_kk", kKeys / 16, [&] {
-        line(pa);
-        line("ts_pk[ts_kk][0] = ts_pa[0]; ts_pk[ts_kk][1] = ts_pa[1]; ts_pk[ts_kk][2] = ts_pa[2]; "
-             "ts_pk[ts_kk][3] = ts_pa[3];");
-      });
-      line("ts_wgmma_fence();");
-      loop("ts_kk", kKeys / 16, [&] {
-        line(str_cat("ts_wgmma_rs_", half_, "_n", e_,
-                     "_t1(&ts_o[0][0], ts_pk[ts_kk], ts_wdesc_n(ts_vaddr + ts_kk * 2048u));"));
-      });
-      line("ts_wgmma_commit();");
-      line("ts_wgmma_wait0();");
-      return;
-    }
-    loop("ts_kk", kKeys / 16, [&] {
-      line(pa);
-      // ldmatrix.x4.trans: V's B fragments of two 8-column tiles (lanes
-      // 16-31 address the second).
-      loop("ts_np", e_ / 16, [&] {
-        line("unsigned ts_vb[4];");
-        line("ts_ldsm_x4_trans(ts_vb, &ts_Vb[ts_kk * 16 + (ts_lane & 15)][ts_np * 16 + (ts_lane >> 4) * 8]);");
-        line(str_cat("ts_mma_", half_, "(ts_o[2 * ts_np], ts_pa, ts_vb);"));
-        line(str_cat("ts_mma_", half_, "(ts_o[2 * ts_np + 1], ts_pa, ts_vb + 2);"));
-      });
-    });
+    if (x < 0)
+      return str_cat(pack, "(ts_s[2 * ", kk, " + (ts_x >> 1)][(ts_x & 1) * 2], ts_s[2 * ", kk,
+                     " + (ts_x >> 1)][(ts_x & 1) * 2 + 1])");
+    return str_cat(pack, "(ts_s[2 * ", kk, " + ", x >> 1, "][", (x & 1) * 2, "], ts_s[2 * ", kk, " + ", x >> 1, "][",
+                   (x & 1) * 2 + 1, "])");
   }
 
   // The rows' sums over their quads, then O / l through the epilogue.
@@ -448,15 +661,14 @@ class FlashWriter {
     line("}");
   }
 
- private:
   loop::AttentionView a_;
   CodeSink& out_;
   int d_ = 0, e_ = 0;
   const char* half_ = "bf16";
-  bool async_ = false;  // K and V are plain loads: cp.async, two buffers
-  bool wgmma_ = false;     // scores by wgmma (sm_90a, d a multiple of 64, async_)
-  bool pv_wgmma_ = false;  // and P V (e a multiple of 64)
-  int rows_ = 64, threads_ = 128;  // query rows and threads a block
+  bool async_ = false;     // K and V are plain loads: cp.async
+  bool ws_ = false;        // the warp-specialised wgmma form (sm_90a)
+  bool bias_zero_ = false;  // no bias (nor mask): full key tiles are only scaled
+  int rows_ = 64, keys_ = 64, threads_ = 128;  // query rows, keys a tile, threads a block
 };
 
 }  // namespace

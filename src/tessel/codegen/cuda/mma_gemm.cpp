@@ -514,6 +514,11 @@ TS_D void ts_mbar_expect_tx(unsigned bar, unsigned bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
 }
 TS_D void ts_mbar_arrive(unsigned bar) { asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory"); }
+// An arrival on `bar` once every cp.async this thread issued so far has
+// landed (counted among the barrier's expected arrivals: .noinc).
+TS_D void ts_cp_mbar_arrive(unsigned bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
+}
 // Spins until the phase of parity `parity` has completed (a fresh barrier
 // counts its phase before the first as completed with parity 1).
 TS_D void ts_mbar_wait(unsigned bar, unsigned parity) {
