@@ -704,7 +704,7 @@ TEST(MmaEmulation, Wgmma) {
 // The warp-specialised TMA kernel on a machine of 2 multiprocessors (each
 // block walks several tiles, the stage ring wraps across them): both B
 // layouts, 128- and 256-column tiles, 2-d and 3-d tensor maps, edges in M,
-// N and K, K < 64, the epilogue's staging tile. The emulation runs the
+// N and K, K < 64, the epilogue's staging tile, 16-byte and element stores. The emulation runs the
 // producer and the consumers as fibers meeting on emulated mbarriers (a
 // phase bug deadlocks it), TMA copies write the 128-byte swizzle by address.
 TEST(MmaEmulation, TmaWarpSpecialised) {
@@ -715,6 +715,9 @@ TEST(MmaEmulation, TmaWarpSpecialised) {
       {"emu_tma_n256", DType::BF16, 2, 150, 264, 200, false, false, true, DType::BF16, false},
       {"emu_tma_n128_t", DType::F16, 1, 130, 72, 24, false, true, false, DType::F32, false},
       {"emu_tma_long_k", DType::BF16, 1, 70, 136, 520, false, true, true, DType::F32, false},
+      // An odd N (GPT-2's LM head: B stored [N, K]): rows not 16-byte
+      // aligned, the epilogue writes 8 rows a thread along a warp's columns.
+      {"emu_tma_odd_n", DType::BF16, 1, 140, 261, 72, false, true, true, DType::F32, false},
   };
   for (const GemmCase& c : cases) {
     const MmaPlan p = plan_of(c, t);
@@ -846,6 +849,7 @@ TEST(FlashAttention, WarpSpecialisedWgmmaMatchesTheEvaluator) {
   if (host_compiler().empty()) GTEST_SKIP() << "no host C++ compiler (c++ or $CXX)";
   GemmTarget hopper;
   hopper.wgmma = hopper.flash_wgmma = true;
+  hopper.flash_wgmma_min_keys = 256;  // 300 keys take it
   for (const auto& [d, e] : std::vector<std::pair<int, int>>{{64, 64}, {128, 128}, {64, 128}, {128, 64}, {64, 32}}) {
     const std::string text = str_cat(
         "kernel flash_w", d, "_", e, "(in %q: bf16[2, 140, ", d, "], in %k: bf16[2, 300, ", d, "], in %v: bf16[2, 300, ",
@@ -865,6 +869,11 @@ TEST(FlashAttention, WarpSpecialisedWgmmaMatchesTheEvaluator) {
     EXPECT_EQ(loop::eval_index(src.kernels[0].launch.grid[0], {}), ws ? 2 : 3);
     std::vector<float> got;
     EXPECT_LT(flash_emulation_error(text, DType::BF16, &got, hopper), 1e-2) << d << " " << e;
+    // Fewer keys than flash_wgmma_min_keys: mma.sync.
+    GemmTarget short_keys = hopper;
+    short_keys.flash_wgmma_min_keys = 301;
+    EXPECT_NE(emit_cuda_source({loop::parse_kernel(text)}, short_keys).code.find("__launch_bounds__(128) "),
+              std::string::npos);
   }
 }
 

@@ -237,7 +237,7 @@ class KernelWriter final : public CodeSink {
                      mma_->min_blocks > 1 ? str_cat(", ", mma_->min_blocks) : "", ") ");
     }
     if (attention_)
-      sig += str_cat("__launch_bounds__(", flash_attention_threads(*attentions[0], *this, gemm_.flash_wgmma), ") ");
+      sig += str_cat("__launch_bounds__(", flash_attention_threads(*attentions[0], *this, gemm_), ") ");
     sig += info->symbol + "(";
     for (size_t i = 0; i < k_.params.size(); ++i) {
       const loop::Buffer& b = *k_.params[i];
@@ -442,7 +442,7 @@ class KernelWriter final : public CodeSink {
   }
 
   void attention(const StmtNode& s) {
-    own_kernel("attention", [&] { return emit_flash_attention(s, *this, gemm_.flash_wgmma); });
+    own_kernel("attention", [&] { return emit_flash_attention(s, *this, gemm_); });
   }
 
   void contract(const StmtNode& s) {

@@ -163,6 +163,13 @@ std::optional<SplitEpilogue> split_epilogue(const EpilogueVars& v, const loop::S
 // columns ts_j .. ts_j + 7 of row ts_i (`acc`, an expression of ts_q, gives
 // the accumulator of column ts_j + ts_q), then their stores.
 void split_epilogue_chunk(CodeSink& out, const SplitEpilogue& split, const std::string& batch, const std::string& acc);
+// Without ts_epi_store8 (rows not 16-byte aligned, e.g. an odd N): with
+// ts_i, ts_j, ts_M and ts_N in scope, the values of rows ts_i + q *
+// `row_step` (q < 8) of column ts_j (`acc`, an expression of ts_q), then
+// their stores, so that a warp on consecutive columns writes whole
+// sectors (8 columns a thread made each store fill an eighth of one).
+void split_epilogue_column(CodeSink& out, const SplitEpilogue& split, const std::string& batch, const std::string& acc,
+                           int row_step);
 // The contract's (batch, i, j, acc).
 EpilogueVars contract_epilogue_vars(const loop::ContractView& c);
 
@@ -184,9 +191,9 @@ bool vectorizable(const loop::ExprNode& load, const std::string& vec, const loop
 // that are not bf16 or f16 values.
 // With `wgmma` (sm_90a) and head sizes d that are multiples of 64, the
 // scores come from wgmma on 128-byte swizzled Q and K tiles.
-LaunchGeometry emit_flash_attention(const loop::StmtNode& attention, CodeSink& out, bool wgmma);
+LaunchGeometry emit_flash_attention(const loop::StmtNode& attention, CodeSink& out, const GemmTarget& target);
 // Its threads a block (for __launch_bounds__, written before the body).
-int flash_attention_threads(const loop::StmtNode& attention, CodeSink& out, bool wgmma);
+int flash_attention_threads(const loop::StmtNode& attention, CodeSink& out, const GemmTarget& target);
 
 // ---- the warp-specialised TMA GEMM (tma_gemm.cpp, MmaPlan::tma) ----
 

@@ -55,7 +55,8 @@ constexpr int kProducerRegs = 56, kConsumerRegs = 224;
 
 class FlashWriter {
  public:
-  FlashWriter(const loop::StmtNode& s, CodeSink& out, bool wgmma) : a_(loop::attention_parts(s)), out_(out) {
+  FlashWriter(const loop::StmtNode& s, CodeSink& out, const GemmTarget& target)
+      : a_(loop::attention_parts(s)), out_(out) {
     int64_t d = 0, e = 0;
     TS_CHECK(loop::as_const_int(loop::simplify(a_.d_extent), &d) &&
                  loop::as_const_int(loop::simplify(a_.e_extent), &e) && d > 0 && e > 0 && d % 16 == 0 &&
@@ -72,9 +73,15 @@ class FlashWriter {
     }
     async_ = copyable(a_.k, a_.j, a_.d, d_) && copyable(a_.v, a_.j, a_.e, e_);
     // The warp-specialised form's two stages of K and V and the Q tile fit
-    // in shared memory for head sizes up to 128 (160 KB at 128 / 128).
+    // in shared memory for head sizes up to 128 (160 KB at 128 / 128). It
+    // pays for long key sequences (seq 4096: 322 against 184 TFLOP/s); with
+    // one or two tiles of keys it has nothing to overlap and half the blocks
+    // (BERT at seq 128: 5% slower, ViT at 197 even), so a known N under 512
+    // keeps mma.sync (GemmTarget::flash_wgmma_min_keys).
     const auto head = [](int x) { return x == 64 || x == 128; };
-    ws_ = wgmma && async_ && head(d_) && head(e_);
+    int64_t n = 0;
+    const bool short_keys = loop::as_const_int(loop::simplify(a_.n), &n) && n < target.flash_wgmma_min_keys;
+    ws_ = target.flash_wgmma && async_ && head(d_) && head(e_) && !short_keys;
     rows_ = ws_ ? 128 : 64;
     keys_ = ws_ ? 128 : 64;
     threads_ = ws_ ? 384 : 128;
@@ -673,12 +680,12 @@ class FlashWriter {
 
 }  // namespace
 
-int flash_attention_threads(const loop::StmtNode& s, CodeSink& out, bool wgmma) {
-  return FlashWriter(s, out, wgmma).threads();
+int flash_attention_threads(const loop::StmtNode& s, CodeSink& out, const GemmTarget& target) {
+  return FlashWriter(s, out, target).threads();
 }
 
-LaunchGeometry emit_flash_attention(const loop::StmtNode& s, CodeSink& out, bool wgmma) {
-  FlashWriter w(s, out, wgmma);
+LaunchGeometry emit_flash_attention(const loop::StmtNode& s, CodeSink& out, const GemmTarget& target) {
+  FlashWriter w(s, out, target);
   w.write();
   return w.launch();
 }

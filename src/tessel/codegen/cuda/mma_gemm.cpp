@@ -260,7 +260,7 @@ GemmTarget gemm_target_for(const std::string& arch) {
     TS_CHECK(*end == 0 && v >= 0, "TESSEL_CUDA_TMA_MIN_K must be a count of elements, got '", k, "'");
     t.tma_min_k = t.tma_min_k_cheap = v;
   }
-  t.flash_wgmma = t.wgmma && env_is("TESSEL_CUDA_FLASH_WGMMA", "1");
+  t.flash_wgmma = t.wgmma && !env_is("TESSEL_CUDA_FLASH_WGMMA", "0");
   t.tma_pingpong_all = env_is("TESSEL_CUDA_TMA_PINGPONG", "all");
   t.tma_pingpong = t.tma_pingpong_all || env_is("TESSEL_CUDA_TMA_PINGPONG", "1");
   t.wgmma_overlap = !env_is("TESSEL_CUDA_WGMMA_OVERLAP", "0");
@@ -1119,7 +1119,18 @@ class MmaWriter {
                    " + ts_nt * 8 + ts_t * 2] = ts_f2{ts_acc[ts_mt][ts_nt][2 * ts_h], ts_acc[ts_mt][ts_nt][2 * ts_h + 1]};"));
     });
     line("__syncthreads();");
-    if (split_) {
+    if (split_ && !split_->store8) {
+      // 8 rows a thread, consecutive threads on consecutive columns; values
+      // first, then stores (split_epilogue_column).
+      line(str_cat("for (int ts_e = ts_tid; ts_e < ", t_.bm * t_.bn / 8, "; ts_e += ", t_.threads(), ") {"));
+      out_.indent(1);
+      line(str_cat("const int ts_r = ts_e / ", t_.bn, ", ts_c = ts_e % ", t_.bn, ";"));
+      line("const long long ts_i = ts_m0 + ts_r, ts_j = ts_n0 + ts_c;");
+      split_epilogue_column(out_, *split_, var_name(c_.batch), str_cat("ts_Cs[ts_r + ts_q * ", t_.bm / 8, "][ts_c]"),
+                            t_.bm / 8);
+      out_.indent(-1);
+      line("}");
+    } else if (split_) {
       // 8 consecutive columns a thread: their values (and the epilogue's
       // loads, a residual's) first, then their stores, so that the loads
       // overlap instead of each waiting for the store before it.
@@ -1286,6 +1297,23 @@ void split_epilogue_chunk(CodeSink& out, const SplitEpilogue& split, const std::
     out.indent(-1);
     out.line("}");
   }
+  out.indent(-1);
+  out.line("}");
+}
+
+void split_epilogue_column(CodeSink& out, const SplitEpilogue& split, const std::string& batch, const std::string& acc,
+                           int row_step) {
+  out.line("if (ts_j < ts_N) {");
+  out.indent(1);
+  out.line(str_cat(split.value_type, " ts_v[8];"));
+  unrolled_loops(out, {{"ts_q", 8}}, [&] {
+    out.line(str_cat("if (ts_i + ts_q * ", row_step, " < ts_M) ts_v[ts_q] = ts_epi_value(", batch, ", ts_i + ts_q * ",
+                     row_step, ", ts_j, ", acc, ");"));
+  });
+  unrolled_loops(out, {{"ts_q", 8}}, [&] {
+    out.line(str_cat("if (ts_i + ts_q * ", row_step, " < ts_M) ts_epi_store(", batch, ", ts_i + ts_q * ", row_step,
+                     ", ts_j, ts_v[ts_q]);"));
+  });
   out.indent(-1);
   out.line("}");
 }

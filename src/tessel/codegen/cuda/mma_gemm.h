@@ -143,9 +143,11 @@ struct GemmTarget {
   // MmaPlan::wgmma_overlap where the pipeline has the stages for it; off:
   // TESSEL_CUDA_WGMMA_OVERLAP=0 (to compare).
   bool wgmma_overlap = true;
-  // Flash attention's scores Q K^T by wgmma from swizzled shared tiles
-  // (flash_attention.cpp); off until measured: TESSEL_CUDA_FLASH_WGMMA=1.
+  // Flash attention's warp-specialised wgmma form where it pays
+  // (flash_attention.cpp: long key sequences); off: TESSEL_CUDA_FLASH_WGMMA=0.
   bool flash_wgmma = false;
+  // ... for key counts from this many up, or unknown at compile time.
+  int64_t flash_wgmma_min_keys = 512;
 };
 
 // The schedule of a Contract statement: precision from its operands, the
@@ -163,7 +165,7 @@ bool arch_has_wgmma(const std::string& arch);
 bool use_wgmma_for(const std::string& arch);
 // wgmma from use_wgmma_for; tma unless TESSEL_CUDA_TMA=0; both of tma's K
 // thresholds from TESSEL_CUDA_TMA_MIN_K when set (to measure them);
-// flash_wgmma with wgmma and TESSEL_CUDA_FLASH_WGMMA=1; wgmma_overlap
+// flash_wgmma with wgmma unless TESSEL_CUDA_FLASH_WGMMA=0; wgmma_overlap
 // unless TESSEL_CUDA_WGMMA_OVERLAP=0; tma_pingpong with TESSEL_CUDA_TMA_PINGPONG=1
 // (=all: tma_pingpong_all too).
 GemmTarget gemm_target_for(const std::string& arch);

@@ -336,7 +336,17 @@ class TmaGemmWriter {
     }
     line("}");
     line("ts_bar_sync(1 + ts_wg, 128);");
-    if (split_) {
+    if (split_ && !split_->store8) {
+      // 8 rows a thread (4 apart), a warp on the chunk's 32 columns
+      // (split_epilogue_column).
+      line("for (int ts_e = ts_ltid; ts_e < 256; ts_e += 128) {");
+      out_.indent(1);
+      line("const int ts_r = (ts_e >> 5) + (ts_e >> 7) * 28;  // rows 0-3 (+ 4 q), then 32-35");
+      line(str_cat("const long long ts_i = ts_m0 + ", rows, " + ts_r, ts_j = ts_n0 + ts_c * 32 + (ts_e & 31);"));
+      split_epilogue_column(out_, *split_, batch, str_cat("ts_cs[(ts_r + ts_q * 4) * ", kStageLd, " + (ts_e & 31)]"), 4);
+      out_.indent(-1);
+      line("}");
+    } else if (split_) {
       // 8 consecutive columns a thread (split_epilogue_chunk: values, then stores).
       line("for (int ts_e = ts_ltid; ts_e < 256; ts_e += 128) {");
       out_.indent(1);
