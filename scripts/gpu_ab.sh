@@ -5,8 +5,8 @@
 # the end. A variant is a space-separated list of ENV=VALUE settings and
 # tessel bench arguments; "" is the default build.
 #
-#   scripts/gpu_ab.sh bert_base:16,vit_b_16:32 "" TESSEL_CUDA_TMA_PINGPONG=1 \
-#       TESSEL_CUDA_WGMMA_OVERLAP=0 "--disable-pass merge_matmuls"
+#   scripts/gpu_ab.sh bert_base:16,vit_b_16:32 "" TESSEL_CUDA_WGMMA_OVERLAP=0 \
+#       "--disable-pass merge_matmuls"
 #
 # Logs and JSON lines go to $OUT (or ./gpu-check-out): ab_<n>.jsonl per variant.
 set -uo pipefail

@@ -123,28 +123,6 @@ TEST(GpuMma, TmaMatchesTheEvaluator) {
   }
 }
 
-// The TMA kernel's ping-pong form (GemmTarget::tma_pingpong) on the same
-// cases (128-column tiles only; the consumers take alternate tiles and turns).
-TEST(GpuMma, TmaPingPongMatchesTheEvaluator) {
-  SKIP_WITHOUT_GPU();
-  if (!arch_has_wgmma(device_arch())) GTEST_SKIP() << "wgmma needs sm_90a, the device is " << device_arch();
-  GemmTarget t = tma_hopper();
-  t.tma_min_k = t.tma_min_k_cheap = int64_t{1} << 40;
-  t.tma_pingpong = true;
-  const std::vector<GemmCase> cases = tma_cases();
-  std::vector<loop::Kernel> ks;
-  for (const GemmCase& c : cases) ks.push_back(gemm_case_kernel(c));
-  GpuKernels gpu(ks, t);
-  EXPECT_NE(gpu.source().code.find("taking alternate tiles"), std::string::npos);
-  EXPECT_EQ(gpu.source().code.find("of 64 rows"), std::string::npos);  // no cooperative kernel
-  for (const GemmCase& c : cases) {
-    std::vector<std::vector<uint8_t>> bufs = gemm_case_inputs(c, 6);
-    const GemmReference want = gemm_reference(c, bufs);
-    ASSERT_EQ(gpu.run(c.name, pointers(bufs), syms_of(c)), 0) << c.name;
-    EXPECT_EQ(compare_gemm(c, bufs[3], want), "") << c.name;
-  }
-}
-
 // The SASS (cuobjdump --dump-sass, from the toolkit) of `ks` for sm_90a.
 std::string sass_of(const std::vector<loop::Kernel>& ks, const GemmTarget& target) {
   NvrtcOptions o;

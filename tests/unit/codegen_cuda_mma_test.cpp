@@ -230,15 +230,6 @@ TEST(MmaPlan, TmaForLargeGemms) {
     const MmaPlan p = plan_mma_gemm(contract_of(k), tma_target());
     EXPECT_TRUE(p.wgmma && !p.tma);
     EXPECT_TRUE(plan_of(c, tma_target()).tma);
-    // ... or, with tma_pingpong, the TMA kernel's ping-pong form on 128-column tiles.
-    GemmTarget pp = tma_target();
-    pp.tma_pingpong = true;
-    const MmaPlan q = plan_mma_gemm(contract_of(k), pp);
-    EXPECT_TRUE(q.tma && q.pingpong && q.tiles.bn == 128);
-    EXPECT_FALSE(plan_of(c, pp).pingpong);  // a cheap epilogue: cooperative
-    pp.tma_pingpong_all = true;              // ... unless every TMA GEMM is to be ping-pong
-    const MmaPlan all = plan_of(c, pp);
-    EXPECT_TRUE(all.tma && all.pingpong && all.tiles.bn == 128);
   }
   EXPECT_EQ(plan({"p", DType::BF16, 1, 4096, 4096, 4092}), "mma.sync");        // rows of 4092: not 16-byte aligned
   EXPECT_EQ(plan({"p", DType::F32, 1, 4096, 4096, 4096}), "mma.sync");
@@ -501,18 +492,6 @@ TEST(MmaNvrtc, TmaCompilesForHopper) {
                            ".param .align 64 .b8 tessel_tma__bf16_param_5[128]"})
     EXPECT_NE(ptx.find(insn), std::string::npos) << insn;
   EXPECT_EQ(ptx.find(".local"), std::string::npos);
-  // The ping-pong form: a whole 128 x 128 tile's accumulators per consumer.
-  GemmTarget pp = tma_target(1);
-  pp.tma_min_k = pp.tma_min_k_cheap = 1 << 20;
-  pp.tma_pingpong = true;
-  const loop::Kernel k = gemm_case_kernel({"tma_pp", DType::BF16, 1, 2048, 3072, 768, false, false, true, DType::BF16});
-  ASSERT_TRUE(plan_mma_gemm(contract_of(k), pp).pingpong);
-  const CudaSource pps = emit_cuda_source({k}, pp);
-  const Cubin ppc = compile_to_cubin(pps.code, hopper());
-  EXPECT_EQ(ppc.log.find("warning"), std::string::npos) << ppc.log;
-  const std::string pptx = compile_to_ptx(pps.code, hopper());
-  EXPECT_NE(pptx.find("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"), std::string::npos);
-  EXPECT_EQ(pptx.find(".local"), std::string::npos);
 }
 
 // ---- the generated code on the host ----------------------------------------------------------
@@ -724,30 +703,6 @@ TEST(MmaEmulation, TmaWarpSpecialised) {
     ASSERT_TRUE(p.tma) << c.name;
     expect_emulation_matches(c, t);
   }
-}
-
-// The ping-pong form (the consumers take alternate tiles, whole): 2 blocks
-// of 6 and 4 tiles (each consumer skips the other's stages in the ring,
-// which wraps within and across tiles), both B layouts, edges in M, N and K,
-// a batch; with 1 block, a consumer that gets no tile at all.
-TEST(MmaEmulation, TmaPingPong) {
-  GemmTarget t = tma_target(1);
-  t.tma_min_k = t.tma_min_k_cheap = 1 << 20;  // never the cooperative form
-  t.tma_pingpong = true;
-  t.sm_count = 2;
-  const std::vector<GemmCase> cases = {
-      {"emu_pp_wrap", DType::BF16, 1, 300, 264, 392, false, false, true, DType::BF16, false},
-      {"emu_pp_t", DType::F16, 2, 130, 136, 72, false, true, false, DType::F32, false},
-  };
-  for (const GemmCase& c : cases) {
-    const MmaPlan p = plan_of(c, t);
-    ASSERT_TRUE(p.tma && p.pingpong) << c.name;
-    expect_emulation_matches(c, t);
-  }
-  t.sm_count = 4;
-  const GemmCase one{"emu_pp_one", DType::BF16, 1, 100, 72, 40, false, false, false, DType::F32, false};
-  ASSERT_TRUE(plan_of(one, t).pingpong);
-  expect_emulation_matches(one, t);
 }
 
 // ---- flash attention (codegen/cuda/flash_attention.cpp) ----

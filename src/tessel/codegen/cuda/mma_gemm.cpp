@@ -261,8 +261,6 @@ GemmTarget gemm_target_for(const std::string& arch) {
     t.tma_min_k = t.tma_min_k_cheap = v;
   }
   t.flash_wgmma = t.wgmma && !env_is("TESSEL_CUDA_FLASH_WGMMA", "0");
-  t.tma_pingpong_all = env_is("TESSEL_CUDA_TMA_PINGPONG", "all");
-  t.tma_pingpong = t.tma_pingpong_all || env_is("TESSEL_CUDA_TMA_PINGPONG", "1");
   t.wgmma_overlap = !env_is("TESSEL_CUDA_WGMMA_OVERLAP", "0");
   return t;
 }
@@ -300,15 +298,10 @@ static int64_t epilogue_float_ops(const loop::Stmt& s) {
 // H200 (2026-12-04) made BERT's FFN GEMM with GELU (K = 768) 1.5x slower than
 // the cp.async pipeline's two blocks: short K takes it only with a cheap
 // epilogue. N <= 64 would leave half of each 128-column tile empty.
-// With target.tma_pingpong, a GEMM that K or its epilogue keeps from the
-// cooperative kernel takes the ping-pong form (128 x 128 tiles), where one
-// consumer's epilogue overlaps the other's multiply.
 static bool use_tma(MmaPlan& p, const loop::ContractView& c, int64_t batch, int64_t m, int64_t n, int64_t k,
                     const GemmTarget& target) {
   if (!p.wgmma || !target.tma || batch < 0 || m < 0 || n <= 64 || k < 0) return false;
-  const bool cooperative = !target.tma_pingpong_all && (k >= target.tma_min_k ||
-                                                         (k >= target.tma_min_k_cheap && epilogue_float_ops(c.epilogue) <= 8));
-  if (!cooperative && !target.tma_pingpong) return false;
+  if (k < target.tma_min_k && (k < target.tma_min_k_cheap || epilogue_float_ops(c.epilogue) > 8)) return false;
   const DType t = p.precision == MmaPrecision::Bf16 ? DType::BF16 : DType::F16;
   const bool n_major = p.b_load == OperandLoad::VectorRows;
   if (!detail::tma_operand(c.a, t, c.k, c.i, c.batch) ||
@@ -318,12 +311,11 @@ static bool use_tma(MmaPlan& p, const loop::ContractView& c, int64_t batch, int6
   const auto cost = [&](int64_t bn) { return (blocks(bn) + target.sm_count - 1) / target.sm_count * bn; };
   int bn = 0;
   for (int w : {256, 128}) {
-    if ((w == 256 && (n <= 128 || !cooperative)) || blocks(w) < target.fill_blocks) continue;
+    if ((w == 256 && n <= 128) || blocks(w) < target.fill_blocks) continue;
     if (bn == 0 || cost(w) < cost(bn)) bn = w;
   }
   if (bn == 0) return false;
   p.tma = true;
-  p.pingpong = !cooperative;
   p.tiles = make_tiles(128, bn, 8, 1, 64);
   p.stages = detail::tma_stages(bn);
   p.sm_count = target.sm_count;

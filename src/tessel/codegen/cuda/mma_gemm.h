@@ -110,10 +110,6 @@ struct MmaPlan {
   // warp-specialised persistent kernel. Tiles: BM = 128 (two consumer
   // warpgroups of 64 rows), BN = 128 or 256, BK = 64; `stages` TMA stages.
   bool tma = false;
-  // The TMA kernel's consumers take alternate tiles, each a whole 128 x 128
-  // tile (two m64 wgmmas a k16 step), instead of 64 rows of every tile: one
-  // warpgroup's epilogue then runs while the other's wgmmas do (tma_gemm.cpp).
-  bool pingpong = false;
   int sm_count = 132;  // the persistent grid: one block per multiprocessor
   int threads() const { return tma ? 384 : tiles.threads(); }
   int64_t shared_bytes() const;  // shared memory of the kernel (dynamic when async_copy)
@@ -133,12 +129,6 @@ struct GemmTarget {
   // ... for K at least tma_min_k, or tma_min_k_cheap with an epilogue of at
   // most 8 float operations (use_tma in mma_gemm.cpp says why).
   int64_t tma_min_k = 1024, tma_min_k_cheap = 256;
-  // Below tma_min_k with a costlier epilogue: the TMA kernel in its
-  // ping-pong form (MmaPlan::pingpong); off until measured on a GPU:
-  // TESSEL_CUDA_TMA_PINGPONG=1. `tma_pingpong_all` (=all): every TMA GEMM
-  // in that form (to measure it where the epilogue is a large store, such
-  // as GPT-2's LM head writing f32 logits).
-  bool tma_pingpong = false, tma_pingpong_all = false;
   int sm_count = 132;  // multiprocessors (H100/H200 SXM: 132)
   // MmaPlan::wgmma_overlap where the pipeline has the stages for it; off:
   // TESSEL_CUDA_WGMMA_OVERLAP=0 (to compare).
@@ -166,8 +156,7 @@ bool use_wgmma_for(const std::string& arch);
 // wgmma from use_wgmma_for; tma unless TESSEL_CUDA_TMA=0; both of tma's K
 // thresholds from TESSEL_CUDA_TMA_MIN_K when set (to measure them);
 // flash_wgmma with wgmma unless TESSEL_CUDA_FLASH_WGMMA=0; wgmma_overlap
-// unless TESSEL_CUDA_WGMMA_OVERLAP=0; tma_pingpong with TESSEL_CUDA_TMA_PINGPONG=1
-// (=all: tma_pingpong_all too).
+// unless TESSEL_CUDA_WGMMA_OVERLAP=0.
 GemmTarget gemm_target_for(const std::string& arch);
 
 // Whether `e` is always a value of type t (f16 or bf16) held in f32:

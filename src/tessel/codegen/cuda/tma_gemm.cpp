@@ -14,22 +14,6 @@
 //   per consumer (its own named barrier), while the producer already fills
 //   the stages of the next tile.
 //
-// Ping-pong (MmaPlan::pingpong, 128 x 128 tiles): consumer c takes tiles c,
-// c + 2, ... of its block's sequence, each whole (two m64 wgmmas a k16
-// step, 128 accumulators a thread), and skips the other's stages in the
-// ring (the producer fills it in tile order). A consumer's mainloop starts
-// when the other's ends: the two take turns through the `order` mbarriers
-// (a consumer waits on its own before its mainloop and, its wgmmas issued,
-// arrives on the other's), so one warpgroup's epilogue runs while the
-// other's wgmmas do; the cooperative form leaves the tensor cores idle
-// during every epilogue (BERT's FFN GEMM with GELU, K = 768, was 1.5x slower
-// on it than on the cp.async pipeline, whose two blocks a multiprocessor
-// overlap). The turns are also what makes the ring's parity waits sound: a
-// consumer that skipped K steps may wait on a stage at most one phase
-// ahead of it only once the other has waited on every stage before (found
-// by the host emulation, whose mbarrier waits follow the PTX parity rule).
-// Each stage has one consumer: `empty` counts one arrival.
-//
 // Tiles are visited in bands of 8 M tiles (the tiles running at once share
 // rows of A and columns of B in L2). The TMA reads zeros outside the
 // operands' dims, so edges in M, N and K need no code; the epilogue skips
@@ -93,8 +77,9 @@ int tma_stages(int bn) {
   return static_cast<int>(std::min<int64_t>(6, (kMaxShared - kStagingBytes - 1024 - 128) / stage));
 }
 
-// The stages, their full and empty mbarriers and the two order mbarriers
-// (ping-pong), the staging tiles, 1024 bytes of alignment.
+// The stages, their full and empty mbarriers, 16 bytes unused (they held the
+// removed ping-pong form's order mbarriers), the staging tiles, 1024 bytes of
+// alignment.
 int64_t tma_shared_bytes(int bn, int stages) {
   return int64_t{stages} * (kBm + bn) * kBk * 2 + 2 * stages * 8 + 16 + kStagingBytes + 1024;
 }
@@ -105,8 +90,7 @@ class TmaGemmWriter {
  public:
   TmaGemmWriter(const loop::StmtNode& s, const MmaPlan& p, CodeSink& out)
       : c_(loop::contract_parts(s)), p_(p), bn_(p.tiles.bn), out_(out) {
-    TS_CHECK(p.tma && (bn_ == 128 || bn_ == 256) && p.tiles.bm == kBm && p.tiles.bk == kBk &&
-                 !(p.pingpong && bn_ != 128),
+    TS_CHECK(p.tma && (bn_ == 128 || bn_ == 256) && p.tiles.bm == kBm && p.tiles.bk == kBk,
              "cuda tma gemm: bad tiles");
     const DType t = p.precision == MmaPrecision::Bf16 ? DType::BF16 : DType::F16;
     n_major_ = p.b_load == OperandLoad::VectorRows;
@@ -130,8 +114,7 @@ class TmaGemmWriter {
     line("{");
     out_.indent(1);
     line(str_cat("// ", mma_precision_name(p_.precision), " tensor-core GEMM: block tile ", kBm, "x", bn_, "x", kBk,
-                 ", warp-specialised (a TMA producer, two wgmma consumer warpgroups ",
-                 p_.pingpong ? "taking alternate tiles" : "of 64 rows", "), ", S,
+                 ", warp-specialised (a TMA producer, two wgmma consumer warpgroups of 64 rows), ", S,
                  "-stage TMA pipeline, persistent over ", p_.sm_count, " blocks"));
     line(str_cat("const long long ts_B = ", ex.emit(c_.batch_extent), ", ts_M = ", ex.emit(c_.m),
                  ", ts_N = ", ex.emit(c_.n), ", ts_K = ", ex.emit(c_.k_extent), ";"));
@@ -143,7 +126,6 @@ class TmaGemmWriter {
     line("unsigned char* const ts_sm = ts_dsmem + ((1024u - (ts_smem_addr(ts_dsmem) & 1023u)) & 1023u);");
     line("const unsigned ts_sm_addr = ts_smem_addr(ts_sm);");
     line(str_cat("const unsigned ts_full = ts_sm_addr + ", bar_start_, "u, ts_empty = ts_full + ", S * 8, "u;"));
-    if (p_.pingpong) line(str_cat("const unsigned ts_order = ts_empty + ", S * 8, "u;"));
     tile_order();
     line("const int ts_tid = (int)threadIdx.x;");
     split_ = split_epilogue(contract_epilogue_vars(c_), c_.epilogue, out_);
@@ -152,10 +134,8 @@ class TmaGemmWriter {
     out_.indent(1);
     line(str_cat("for (int ts_s = 0; ts_s < ", S, "; ++ts_s) {"));
     line("  ts_mbar_init(ts_full + ts_s * 8u, 1u);");
-    line(p_.pingpong ? "  ts_mbar_init(ts_empty + ts_s * 8u, 1u);  // its one consumer warpgroup"
-                     : "  ts_mbar_init(ts_empty + ts_s * 8u, 2u);  // one arrival per consumer warpgroup");
+    line("  ts_mbar_init(ts_empty + ts_s * 8u, 2u);  // one arrival per consumer warpgroup");
     line("}");
-    if (p_.pingpong) line("ts_mbar_init(ts_order, 1u), ts_mbar_init(ts_order + 8u, 1u);  // each consumer's turn");
     line("ts_mbar_fence_init();");
     out_.indent(-1);
     line("}");
@@ -241,7 +221,7 @@ class TmaGemmWriter {
   }
 
   void consumer() {
-    const int S = p_.stages, nt = bn_ / 8, halves = p_.pingpong ? 2 : 1;
+    const int S = p_.stages, nt = bn_ / 8;
     const std::string batch = var_name(c_.batch);
     line("ts_setmaxnreg_inc<232>();");
     line("const int ts_wg = (ts_tid >> 7) - 1, ts_ltid = ts_tid & 127, ts_warp = ts_ltid >> 5;");
@@ -250,47 +230,34 @@ class TmaGemmWriter {
                  64 * kStageLd, ";"));
     line("int ts_s = 0;");
     line("unsigned ts_ph = 0;");
-    if (p_.pingpong) {
-      // Past n stages of the ring (the other consumer's tile).
-      line(str_cat("auto ts_skip = [&](int ts_n) { ts_n += ts_s; ts_ph ^= (unsigned)(ts_n / ", S, ") & 1u; ts_s = ts_n % ",
-                   S, "; };"));
-      line("if (ts_wg == 1) ts_skip(ts_ktiles);");
-      line("unsigned ts_turn = 0;  // the parity of this consumer's next wait on its order barrier");
-    }
-    line(p_.pingpong ? "for (long long ts_ti = blockIdx.x + ts_wg * gridDim.x; ts_ti < ts_tiles; ts_ti += 2ll * gridDim.x) {"
-                     : "for (long long ts_ti = blockIdx.x; ts_ti < ts_tiles; ts_ti += gridDim.x) {");
+    line("for (long long ts_ti = blockIdx.x; ts_ti < ts_tiles; ts_ti += gridDim.x) {");
     out_.indent(1);
     line(str_cat("long long ", batch, ", ts_m0, ts_n0;"));
     line(str_cat("ts_tile(ts_ti, ", batch, ", ts_m0, ts_n0);"));
-    line(str_cat("float ts_acc[", halves, "][", nt, "][4];"));
+    // The accumulators' leading [1] (and the ts_h loop over it, and the 0u
+    // added to ts_da below) are left from the removed ping-pong form, whose
+    // consumers took a whole tile in two halves; kept so that removing it
+    // left the generated code as it was.
+    line(str_cat("float ts_acc[1][", nt, "][4];"));
     line("#pragma unroll");
-    line(str_cat("for (int ts_h = 0; ts_h < ", halves, "; ++ts_h)"));
+    line("for (int ts_h = 0; ts_h < 1; ++ts_h)");
     line("#pragma unroll");
     line(str_cat("  for (int ts_q = 0; ts_q < ", nt, "; ++ts_q) ts_acc[ts_h][ts_q][0] = ts_acc[ts_h][ts_q][1] = "
                  "ts_acc[ts_h][ts_q][2] = ts_acc[ts_h][ts_q][3] = 0.0f;"));
     line("int ts_prev = 0;");
-    if (p_.pingpong) {
-      // The block's first tile (consumer 0's first) waits for no turn.
-      line("if (ts_ti != (long long)blockIdx.x) {");
-      line("  ts_mbar_wait(ts_order + (unsigned)ts_wg * 8u, ts_turn);");
-      line("  ts_turn ^= 1u;");
-      line("}");
-    }
     line("for (int ts_kt = 0; ts_kt < ts_ktiles; ++ts_kt) {");
     out_.indent(1);
     line("ts_mbar_wait(ts_full + ts_s * 8u, ts_ph);");
-    // A's rows: the consumer's 64 (cooperative) or all 128, 64 at a time (8 KiB of the stage each).
-    line(str_cat("const unsigned ts_da = ts_sm_addr + (unsigned)ts_s * ", a_stage_, "u",
-                 p_.pingpong ? "" : str_cat(" + (unsigned)ts_wg * ", 64 * 128, "u"), ";"));
+    // A's rows: the consumer's 64 (8 KiB of the stage).
+    line(str_cat("const unsigned ts_da = ts_sm_addr + (unsigned)ts_s * ", a_stage_, "u + (unsigned)ts_wg * ", 64 * 128,
+                 "u;"));
     line(str_cat("const unsigned ts_db = ts_sm_addr + ", b_start_, "u + (unsigned)ts_s * ", b_stage_, "u;"));
     line("ts_wgmma_fence();");
     line("#pragma unroll");
     line(str_cat("for (int ts_kk = 0; ts_kk < ", kBk / 16, "; ++ts_kk) {"));
-    for (int h = 0; h < halves; ++h) {
-      line(str_cat("  ts_wgmma_", p_.precision == MmaPrecision::Bf16 ? "bf16" : "f16", "_n", bn_, "_t",
-                   n_major_ ? 1 : 0, "(&ts_acc[", h, "][0][0], ts_wdesc(ts_da + ", h * 64 * 128, "u + ts_kk * 32u), ",
-                   n_major_ ? "ts_wdesc_n(ts_db + ts_kk * 2048u)" : "ts_wdesc(ts_db + ts_kk * 32u)", ");"));
-    }
+    line(str_cat("  ts_wgmma_", p_.precision == MmaPrecision::Bf16 ? "bf16" : "f16", "_n", bn_, "_t", n_major_ ? 1 : 0,
+                 "(&ts_acc[0][0][0], ts_wdesc(ts_da + 0u + ts_kk * 32u), ",
+                 n_major_ ? "ts_wdesc_n(ts_db + ts_kk * 2048u)" : "ts_wdesc(ts_db + ts_kk * 32u)", ");"));
     line("}");
     line("ts_wgmma_commit();");
     line("ts_wgmma_wait1();");
@@ -299,12 +266,9 @@ class TmaGemmWriter {
     line(str_cat("if (++ts_s == ", S, ") { ts_s = 0; ts_ph ^= 1u; }"));
     out_.indent(-1);
     line("}");
-    // Ping-pong: the other consumer's turn once these wgmmas are issued.
-    if (p_.pingpong) line("if (ts_ltid == 0) ts_mbar_arrive(ts_order + (unsigned)(ts_wg ^ 1) * 8u);");
     line("ts_wgmma_wait0();");
     line("if (ts_ktiles > 0 && ts_ltid == 0) ts_mbar_arrive(ts_empty + (unsigned)ts_prev * 8u);");
-    for (int h = 0; h < halves; ++h) epilogue(h);
-    if (p_.pingpong) line("ts_skip(ts_ktiles);");
+    epilogue();
     out_.indent(-1);
     line("}");
   }
@@ -313,11 +277,10 @@ class TmaGemmWriter {
   // staging tile (a switch, so that each case indexes them by constants and
   // they stay in registers), then the epilogue once, consecutive threads on
   // consecutive columns. The first barrier waits for the readers of the
-  // previous chunk (or tile). Rows: the consumer's 64 (cooperative), or
-  // half h of the tile (ping-pong).
-  void epilogue(int h) {
+  // previous chunk (or tile). Rows: the consumer's 64.
+  void epilogue() {
     const std::string batch = var_name(c_.batch);
-    const std::string rows = p_.pingpong ? str_cat(h * 64) : "ts_wg * 64";
+    const std::string rows = "ts_wg * 64";
     line("#pragma unroll 1");
     line(str_cat("for (int ts_c = 0; ts_c < ", bn_ / 32, "; ++ts_c) {"));
     out_.indent(1);
@@ -328,8 +291,8 @@ class TmaGemmWriter {
       for (int q = 0; q < 4; ++q) {
         for (int r = 0; r < 2; ++r) {
           line(str_cat("  *(ts_f2*)&ts_cs[(ts_warp * 16 + ts_g + ", r * 8, ") * ", kStageLd, " + ", q * 8,
-                       " + ts_t * 2] = ts_f2{ts_acc[", h, "][", 4 * c + q, "][", 2 * r, "], ts_acc[", h, "][",
-                       4 * c + q, "][", 2 * r + 1, "]};"));
+                       " + ts_t * 2] = ts_f2{ts_acc[0][", 4 * c + q, "][", 2 * r, "], ts_acc[0][", 4 * c + q, "][",
+                       2 * r + 1, "]};"));
         }
       }
       line("  break;");
