@@ -799,19 +799,28 @@ TEST(FlashAttention, EmulationMatchesTheEvaluator) {
 // and 128 in both places (one and two swizzled regions of Q and K, V's
 // N-major halves), 300 keys (three tiles of 128: both stages, the second
 // phase of stage 0, a partial last tile), a partial second query block, a
-// causal-style mask, two batch entries. Head size 32 keeps mma.sync.
+// causal-style mask, two batch entries; without a bias, the scale folded
+// into the exponent (positive) or applied first (negative). Head size 32
+// keeps mma.sync.
 TEST(FlashAttention, WarpSpecialisedWgmmaMatchesTheEvaluator) {
   if (host_compiler().empty()) GTEST_SKIP() << "no host C++ compiler (c++ or $CXX)";
   GemmTarget hopper;
   hopper.wgmma = hopper.flash_wgmma = true;
   hopper.flash_wgmma_min_keys = 256;  // 300 keys take it
-  for (const auto& [d, e] : std::vector<std::pair<int, int>>{{64, 64}, {128, 128}, {64, 128}, {128, 64}, {64, 32}}) {
+  struct Case {
+    int d, e;
+    const char *scale, *bias;
+  };
+  const char* mask = "select(j > i + 170, -inff32, 0.0f32)";
+  for (const auto& [d, e, scale, bias] :
+       std::vector<Case>{{64, 64, "0.125f32", mask}, {128, 128, "0.125f32", mask}, {64, 128, "0.125f32", mask},
+                         {128, 64, "0.125f32", mask}, {64, 32, "0.125f32", mask}, {64, 64, "0.125f32", "0.0f32"},
+                         {128, 64, "-0.0625f32", "0.0f32"}}) {
     const std::string text = str_cat(
         "kernel flash_w", d, "_", e, "(in %q: bf16[2, 140, ", d, "], in %k: bf16[2, 300, ", d, "], in %v: bf16[2, 300, ",
         e, "], out %o: f32[2, 140, ", e, "]) {\n  attention bh in [0, 2), i in [0, 140), j in [0, 300), d in [0, ", d,
         "), e in [0, ", e, "): acc = softmax_dot(cast<f32>(q[bh, i, d]), cast<f32>(k[bh, j, d]), "
-        "cast<f32>(v[bh, j, e]), 0.125f32, select(j > i + 170, -inff32, 0.0f32), bf16) {\n    o[bh, i, e] = acc\n"
-        "  }\n}\n");
+        "cast<f32>(v[bh, j, e]), ", scale, ", ", bias, ", bf16) {\n    o[bh, i, e] = acc\n  }\n}\n");
     const CudaSource src = emit_cuda_source({loop::parse_kernel(text)}, hopper);
     const std::string& code = src.code;
     const bool ws = e != 32;
@@ -822,6 +831,16 @@ TEST(FlashAttention, WarpSpecialisedWgmmaMatchesTheEvaluator) {
     EXPECT_NE(code.find(ws ? "__launch_bounds__(384) " : "__launch_bounds__(128) "), std::string::npos);
     EXPECT_EQ(loop::eval_index(src.kernels[0].launch.block[0], {}), ws ? 384 : 128);
     EXPECT_EQ(loop::eval_index(src.kernels[0].launch.grid[0], {}), ws ? 2 : 3);
+    if (ws && d == 128 && e == 128 && nvrtc_available()) {
+      NvrtcOptions o;
+      o.arch = "sm_90a";
+      const Cubin c = compile_to_cubin(code, o);
+      EXPECT_EQ(c.log.find("warning"), std::string::npos) << c.log;
+      const std::string ptx = compile_to_ptx(code, o);
+      EXPECT_NE(ptx.find("cp.async.mbarrier.arrive.noinc.shared::cta.b64"), std::string::npos);
+      EXPECT_NE(ptx.find("setmaxnreg.inc.sync.aligned.u32 224"), std::string::npos);
+      EXPECT_EQ(ptx.find(".local"), std::string::npos);
+    }
     std::vector<float> got;
     EXPECT_LT(flash_emulation_error(text, DType::BF16, &got, hopper), 1e-2) << d << " " << e;
     // Fewer keys than flash_wgmma_min_keys: mma.sync.

@@ -331,7 +331,8 @@ inline Descriptor decode(unsigned long long d) {
 // the warpgroup, lane (g = lane / 4, t = lane % 4), register 4 j + i holds
 // row 16 w + g + 8 (i / 2), column 8 j + 2 t + i % 2. Every thread reads
 // the operands from shared memory itself: no rendezvous is needed.
-inline void wgmma_now(bool bf16, int n, int trans_b, float* d, unsigned long long da, unsigned long long db) {
+inline void wgmma_now(bool bf16, int n, int trans_b, float* d, unsigned long long da, unsigned long long db,
+                      int scale_d) {
   const Descriptor a = decode(da), b = decode(db);
   const auto value = [&](unsigned short h) { return bf16 ? bf16_value(h) : h2f(h); };
   const auto A = [&](unsigned m, unsigned k) { return value(swizzled_half(a.start + m / 8 * a.sbo + m % 8 * 128 + 2 * k)); };
@@ -344,15 +345,16 @@ inline void wgmma_now(bool bf16, int n, int trans_b, float* d, unsigned long lon
   for (int j = 0; j < n / 8; ++j)
     for (unsigned i = 0; i < 4; ++i) {
       const unsigned row = 16 * w + g + 8 * (i / 2), col = 8 * j + 2 * t + i % 2;
-      double s = d[4 * j + i];
+      double s = scale_d ? d[4 * j + i] : 0.0;
       for (unsigned k = 0; k < 16; ++k) s += static_cast<double>(A(row, k)) * B(k, col);
       d[4 * j + i] = static_cast<float>(s);
     }
 }
 
 inline AsyncQueue& my_wgmmas() { return (*fibers)[current].wgmmas; }
-inline void wgmma(bool bf16, int n, int trans_b, float* d, unsigned long long da, unsigned long long db) {
-  my_wgmmas().open.push_back([=] { wgmma_now(bf16, n, trans_b, d, da, db); });
+inline void wgmma(bool bf16, int n, int trans_b, float* d, unsigned long long da, unsigned long long db,
+                  int scale_d) {
+  my_wgmmas().open.push_back([=] { wgmma_now(bf16, n, trans_b, d, da, db, scale_d); });
 }
 
 // The same with A from registers: a[0..3] of each thread of the warp hold
@@ -572,8 +574,9 @@ inline int atomicCAS(int* p, int expected, int desired) { return ts_emu::atomic_
 // What codegen/cuda's wgmma prelude defines, on the host: a wgmma completes
 // when its thread waits for its group (AsyncQueue); the fences are no-ops.
 #define TS_EMU_WGMMA_HELPER(type, n, tb)                                                          \
-  inline void ts_wgmma_##type##_n##n##_t##tb(float* d, unsigned long long a, unsigned long long b) { \
-    ts_emu::wgmma(#type[0] == 'b', n, tb, d, a, b);                                              \
+  inline void ts_wgmma_##type##_n##n##_t##tb(float* d, unsigned long long a, unsigned long long b,  \
+                                              int scale_d = 1) {                                  \
+    ts_emu::wgmma(#type[0] == 'b', n, tb, d, a, b, scale_d);                                     \
   }
 #define TS_EMU_WGMMA_RS_HELPER(type, n)                                                           \
   inline void ts_wgmma_rs_##type##_n##n##_t1(float* d, const unsigned* a, unsigned long long b) { \

@@ -41,6 +41,7 @@
 #include <functional>
 
 #include "tessel/codegen/cuda/emitter.h"
+#include "tessel/loop/affine.h"
 #include "tessel/support/error.h"
 
 namespace tessel::cuda::detail {
@@ -86,6 +87,8 @@ class FlashWriter {
     keys_ = ws_ ? 128 : 64;
     threads_ = ws_ ? 384 : 128;
     bias_zero_ = is_zero(loop::simplify(a_.bias));
+    const Expr scale = loop::simplify(a_.scale);
+    scale_positive_ = scale->kind == loop::ExprKind::FloatImm && scale->float_value > 0;
   }
 
   void write() {
@@ -373,7 +376,7 @@ class FlashWriter {
     line("ts_mbar_wait(ts_full_k + 8u * ts_st, (unsigned)((ts_it >> 1) & 1));");
     if (pv) pv_descriptors();
     line("ts_fence_async_smem();  // K (and V), copied by cp.async, read by wgmma");
-    zero_scores();
+    line(str_cat("float ts_s[", keys_ / 8, "][4];  // the first k-step overwrites them"));
     line(str_cat("const unsigned ts_kaddr = ts_smem_addr(ts_Kw) + ts_st * ", k_bytes(), "u;"));
     line(str_cat("unsigned long long ts_qd[", d_ / 16, "], ts_kd[", d_ / 16, "];"));
     loop("ts_kk", d_ / 16, [&] {
@@ -382,7 +385,7 @@ class FlashWriter {
     });
     line("ts_wgmma_fence();");
     loop("ts_kk", d_ / 16, [&] {
-      line(str_cat("ts_wgmma_", half_, "_n", keys_, "_t0(&ts_s[0][0], ts_qd[ts_kk], ts_kd[ts_kk]);"));
+      line(str_cat("ts_wgmma_", half_, "_n", keys_, "_t0(&ts_s[0][0], ts_qd[ts_kk], ts_kd[ts_kk], ts_kk > 0);"));
     });
     line("ts_wgmma_commit();");
     if (pv) pv_wgmmas();
@@ -472,29 +475,67 @@ class FlashWriter {
   // `nthreads`, into the tile at byte `off` of `base`: 16 bytes a copy,
   // zero-filled past N (the clamped row keeps the address inside the
   // buffer). Swizzled (the warp-specialised form: V in halves of 64 keys)
-  // or padded rows.
+  // or padded rows. `rows_apart`: the byte distance in the swizzled tile of
+  // rows r and r + delta for delta a multiple of 8 with r % 64 + delta % 64
+  // < 64 (the swizzle only moves a row's units by r % 8).
   void copy_k_tile(const char* n0, const char* tid, int nthreads, const std::string& base, const std::string& off) {
     const std::string at = ws_ ? "ts_swz(ts_r, ts_c, " + std::to_string(keys_) + ")"
                                : str_cat("(unsigned)(ts_r * ", (d_ + 8) * 2, " + ts_c * 2)");
-    copy_tile(n0, tid, nthreads, a_.k, a_.d, d_, base, off + " + " + at);
+    copy_tile(n0, tid, nthreads, a_.k, a_.d, d_, base, off + " + " + at, [](int delta) { return delta * 128; });
   }
   void copy_v_tile(const char* n0, const char* tid, int nthreads, const std::string& base, const std::string& off) {
     const std::string at = ws_ ? str_cat("(unsigned)(ts_r >> 6) * ", v_bytes() / 2, "u + ts_swz(ts_r & 63, ts_c, 64)")
                                : str_cat("(unsigned)(ts_r * ", (e_ + 8) * 2, " + ts_c * 2)");
-    copy_tile(n0, tid, nthreads, a_.v, a_.e, e_, base, off + " + " + at);
+    const int half = v_bytes() / 2;
+    copy_tile(n0, tid, nthreads, a_.v, a_.e, e_, base, off + " + " + at,
+              [half](int delta) { return (delta >> 6) * half + (delta & 63) * 128; });
   }
   void copy_tile(const char* n0, const char* tid, int nthreads, const Expr& value, const std::string& col_var,
-                 int width, const std::string& base, const std::string& dst) {
+                 int width, const std::string& base, const std::string& dst,
+                 const std::function<int(int)>& rows_apart) {
     const loop::ExprNode* load = vector_load(value, a_.j, col_var, width);
     const int per_row = width / 8;
+    const std::string src = str_cat("&", buffer_name(load->buffer->name), "[",
+                                    out_.expr().flat_index(*load->buffer, load->args), "]");
+    // The element distance of consecutive keys in the operand, where it is
+    // one constant.
+    std::optional<int64_t> key_stride;
+    if (const std::optional<Expr> flat = loop::constant_flat_index(*load->buffer, load->args))
+      if (const std::optional<loop::Affine> f = loop::affine_form(loop::simplify(*flat))) {
+        const auto it = f->coef.find(a_.j);
+        key_stride = it == f->coef.end() ? 0 : it->second;
+      }
+    const int step = nthreads / per_row;  // rows between a thread's copies
+    const bool unrolled = ws_ && nthreads % per_row == 0 && step % 8 == 0 && key_stride;
+    if (unrolled) {
+      // The producer: a key tile below N is copied unclamped, each thread's
+      // copies one source and one destination address plus constants.
+      line(str_cat("if (", n0, " + ", keys_, "ll <= ts_N) {"));
+      out_.indent(1);
+      line(str_cat("const int ts_r0 = ", tid, " / ", per_row, ", ts_c = ", tid, " % ", per_row, " * 8, ts_r = ts_r0;"));
+      line(str_cat("const long long ", var_name(a_.batch), " = ts_bh;"));
+      line(str_cat("const long long ", var_name(a_.j), " = ", n0, " + ts_r0;"));
+      line(str_cat("const long long ", var_name(col_var), " = ts_c;"));
+      line(str_cat("const unsigned short* const ts_src = (const unsigned short*)", src, ";"));
+      line(str_cat("const unsigned ts_dst = ", dst, ";"));
+      for (int u = 0; u < keys_ * per_row / nthreads; ++u)
+        line(str_cat("ts_cp16_at(", base, ", ts_dst + ", rows_apart(u * step), "u, ts_src + ",
+                     *key_stride * u * step, "ll, true);"));
+      out_.indent(-1);
+      line("} else {");
+      out_.indent(1);
+    }
     line(str_cat("for (int ts_e = ", tid, "; ts_e < ", keys_ * per_row, "; ts_e += ", nthreads, ") {"));
     out_.indent(1);
     line(str_cat("const int ts_r = ts_e / ", per_row, ", ts_c = ts_e % ", per_row, " * 8;"));
     row_indices(a_.j, n0, "ts_N", col_var);
-    line(str_cat("ts_cp16_at(", base, ", ", dst, ", &", buffer_name(load->buffer->name), "[",
-                 out_.expr().flat_index(*load->buffer, load->args), "], ts_at < ts_N);"));
+    line(str_cat("ts_cp16_at(", base, ", ", dst, ", ", src, ", ts_at < ts_N);"));
     out_.indent(-1);
     line("}");
+    if (unrolled) {
+      out_.indent(-1);
+      line("}");
+    }
   }
 
   // ts_bias(batch, i, j) and ts_epilogue(batch, i, e, acc): the statement's
@@ -566,8 +607,10 @@ class FlashWriter {
     loop("ts_q", keys_ / 8, [&] { line("ts_s[ts_q][0] = ts_s[ts_q][1] = ts_s[ts_q][2] = ts_s[ts_q][3] = 0.0f;"); });
   }
 
-  // s = (scale S + bias) log2(e), -inf past N. Without a bias, a tile of
-  // keys all below N is only scaled.
+  // s = (scale S + bias) log2(e), -inf past N, as ts_f s: ts_f = 1, or,
+  // without a bias and with a positive constant scale, for a tile of keys
+  // all below N, ts_f = the scale and S as it is: the softmax folds the
+  // scale into its exponent's FFMA (one multiply an element less).
   void scale_and_bias() {
     const auto general = [&] {
       loop("ts_nt", keys_ / 8, [&] {
@@ -580,12 +623,16 @@ class FlashWriter {
       });
     };
     if (!bias_zero_) {
+      line("const float ts_f = 1.0f;");
       general();
       return;
     }
-    line(str_cat("if (ts_n0 + ", keys_, "ll <= ts_N) {"));
+    line(str_cat("const bool ts_full = ts_n0 + ", keys_, "ll <= ts_N;"));
+    line(scale_positive_ ? "const float ts_f = ts_full ? ts_scale : 1.0f;" : "const float ts_f = 1.0f;");
+    line("if (ts_full) {");
     out_.indent(1);
-    loop("ts_nt", keys_ / 8, [&] { loop("ts_r", 4, [&] { line("ts_s[ts_nt][ts_r] *= ts_scale;"); }); });
+    if (!scale_positive_)
+      loop("ts_nt", keys_ / 8, [&] { loop("ts_r", 4, [&] { line("ts_s[ts_nt][ts_r] *= ts_scale;"); }); });
     out_.indent(-1);
     line("} else {");
     out_.indent(1);
@@ -605,14 +652,14 @@ class FlashWriter {
       });
       line("ts_tmax = fmaxf(ts_tmax, ts_shfl_xor(ts_tmax, 1));");
       line("ts_tmax = fmaxf(ts_tmax, ts_shfl_xor(ts_tmax, 2));");
-      line("const float ts_new = fmaxf(ts_mx[ts_h], ts_tmax);");
+      line("const float ts_new = fmaxf(ts_mx[ts_h], ts_tmax * ts_f);  // ts_f > 0");
       // Every score so far -inf: nothing to subtract (exp(-inf) = 0 leaves P 0).
       line("const float ts_base = ts_new == ts_ninf ? 0.0f : ts_new;");
       line("ts_alpha[ts_h] = ts_mx[ts_h] == ts_ninf ? 0.0f : exp2f(ts_mx[ts_h] - ts_base);");
       line("float ts_rs = 0.0f;");
       loop("ts_nt", keys_ / 8, [&] {
         loop("ts_c", 2, [&] {
-          line("const float ts_p = exp2f(ts_s[ts_nt][2 * ts_h + ts_c] - ts_base);");
+          line("const float ts_p = exp2f(fmaf(ts_s[ts_nt][2 * ts_h + ts_c], ts_f, -ts_base));");
           line("ts_s[ts_nt][2 * ts_h + ts_c] = ts_p;");
           line("ts_rs += ts_p;");
         });
@@ -675,6 +722,7 @@ class FlashWriter {
   bool async_ = false;     // K and V are plain loads: cp.async
   bool ws_ = false;        // the warp-specialised wgmma form (sm_90a)
   bool bias_zero_ = false;  // no bias (nor mask): full key tiles are only scaled
+  bool scale_positive_ = false;  // ... in the softmax's exponent, for a constant scale > 0
   int rows_ = 64, keys_ = 64, threads_ = 128;  // query rows, keys a tile, threads a block
 };
 

@@ -443,10 +443,12 @@ template <int N> TS_D void ts_cp_wait() { asm volatile("cp.async.wait_group %0;"
 )";
 }
 
-// One wgmma.mma_async.m64nNk16 with f32 accumulators d[0 .. N / 2), scaled
-// by 1 and added to d (scale-d = 1); B from shared memory, K-major
-// (trans_b = 0) or N-major (1). A from shared memory, K-major (imm-trans-a
-// = 0): ts_wgmma_<type>_n<N>_t<trans_b>(d, a descriptor, b descriptor); or,
+// One wgmma.mma_async.m64nNk16 with f32 accumulators d[0 .. N / 2), added
+// to d (scale-d = 1; the shared-A form's optional last argument 0 makes the
+// product overwrite d, which then needs no zeroing); B from shared memory,
+// K-major (trans_b = 0) or N-major (1). A from shared memory, K-major
+// (imm-trans-a = 0): ts_wgmma_<type>_n<N>_t<trans_b>(d, a descriptor, b
+// descriptor[, scale_d]); or,
 // `a_regs`, from registers (a[0..3]: the warp's 16 rows of the 64 x 16 tile
 // in mma.sync's A fragment layout; no imm-trans-a then):
 // ts_wgmma_rs_<type>_n<N>_t<trans_b>(d, a, b descriptor).
@@ -461,12 +463,13 @@ static std::string wgmma_helper(int n, const char* type, int trans_b, bool a_reg
   const std::string a_operand =
       a_regs ? str_cat("{%", regs, ", %", regs + 1, ", %", regs + 2, ", %", regs + 3, "}") : str_cat("%", regs);
   return str_cat("TS_D void ts_wgmma_", a_regs ? "rs_" : "", type, "_n", n, "_t", trans_b, "(float* d, ",
-                 a_regs ? "const unsigned* a" : "unsigned long long a", ", unsigned long long b) {\n",
+                 a_regs ? "const unsigned* a" : "unsigned long long a", ", unsigned long long b",
+                 a_regs ? "" : ", int scale_d = 1", ") {\n",
                  "  asm volatile(\"{ .reg .pred p; setp.ne.b32 p, %", b_at + 1,
                  ", 0; wgmma.mma_async.sync.aligned.m64n", n, "k16.f32.", type, ".", type, " {", accs, "}, ",
                  a_operand, ", %", b_at, ", p, 1, 1, ", a_regs ? "" : "0, ", trans_b, "; }\"\n      : ", outs,
                  "\n      : ", a_regs ? "\"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3])" : "\"l\"(a)",
-                 ", \"l\"(b), \"r\"(1) : \"memory\");\n}\n");
+                 ", \"l\"(b), \"r\"(", a_regs ? "1" : "scale_d", ") : \"memory\");\n}\n");
 }
 
 const std::string& wgmma_prelude() {
