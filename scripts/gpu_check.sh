@@ -12,7 +12,8 @@
 #   scripts/gpu_check.sh ncu -- bert_base.ts17:16:14 resnet50.ts17:32:0:'k(1|46)_'
 #                                 # Nsight Compute metrics (time, occupancy, tensor-pipe use,
 #                                 # warp stall reasons) of MODEL at batch B (bf16): the first
-#                                 # COUNT kernel launches (0: all) whose name matches REGEX
+#                                 # COUNT kernel launches (0: all) whose name matches REGEX;
+#                                 # MODEL kernel/NAME is bench/gpu_kernels.py's NAME (kernel/attention:1:1)
 #
 # Kernels are cached in $TESSEL_CACHE_DIR (default /tmp/tessel-cache), models
 # materialized into /tmp/tessel-models, so later stages of one warm machine
@@ -92,14 +93,23 @@ run_stage() {
       for spec in "$@"; do
         local model batch count regex
         IFS=: read -r model batch count regex <<<"$spec"
-        python3 tools/compare_models.py --models-dir gpu-bundle/models --out $models --models "$model" \
-          --materialize-only >/dev/null || { st=1; continue; }
-        local sel=()
+        local sel=() dims=() path
         [ "${count:-0}" -gt 0 ] && sel+=(--launch-count "$count")
         [ -n "${regex:-}" ] && sel+=(--kernel-name "regex:$regex")
-        local dims=(--dim "batch=${batch:-1}")
-        case "$model" in bert* | gpt2* | llama*) dims+=(--dim seq=128) ;; esac
-        ncu --csv --metrics "$metrics" "${sel[@]}" $bin bench "$models/$model.onnx" --target cuda --precision bf16 \
+        case "$model" in
+          kernel/*)  # a model of bench/gpu_kernels.py (constant shapes): kernel/attention
+            path=/tmp/tessel-kernels/${model#kernel/}.onnx
+            python3 bench/gpu_kernels.py --models-only --out /tmp/tessel-kernels --only "${model#kernel/}" \
+              >/dev/null || { st=1; continue; }
+            model=${model#kernel/} ;;
+          *)
+            python3 tools/compare_models.py --models-dir gpu-bundle/models --out $models --models "$model" \
+              --materialize-only >/dev/null || { st=1; continue; }
+            path=$models/$model.onnx
+            dims=(--dim "batch=${batch:-1}")
+            case "$model" in bert* | gpt2* | llama*) dims+=(--dim seq=128) ;; esac ;;
+        esac
+        ncu --csv --metrics "$metrics" "${sel[@]}" $bin bench "$path" --target cuda --precision bf16 \
           "${dims[@]}" --warmup 0 --iters 1 >"$out/ncu_${model}_b${batch}.csv" 2>"$out/ncu_${model}_b${batch}.err" || st=1
         tail -3 "$out/ncu_${model}_b${batch}.err"
       done
