@@ -77,11 +77,10 @@ int tma_stages(int bn) {
   return static_cast<int>(std::min<int64_t>(6, (kMaxShared - kStagingBytes - 1024 - 128) / stage));
 }
 
-// The stages, their full and empty mbarriers, 16 bytes unused (they held the
-// removed ping-pong form's order mbarriers), the staging tiles, 1024 bytes of
-// alignment.
+// The stages, their full and empty mbarriers, the staging tiles, 1024 bytes
+// of alignment.
 int64_t tma_shared_bytes(int bn, int stages) {
-  return int64_t{stages} * (kBm + bn) * kBk * 2 + 2 * stages * 8 + 16 + kStagingBytes + 1024;
+  return int64_t{stages} * (kBm + bn) * kBk * 2 + 2 * stages * 8 + kStagingBytes + 1024;
 }
 
 namespace {
@@ -104,7 +103,7 @@ class TmaGemmWriter {
     b_stage_ = bn_ * kBk * 2;
     b_start_ = int64_t{p.stages} * a_stage_;
     bar_start_ = b_start_ + int64_t{p.stages} * b_stage_;
-    staging_start_ = bar_start_ + 2 * p.stages * 8 + 16;
+    staging_start_ = bar_start_ + 2 * p.stages * 8;
   }
 
   // The kernel body; returns the tensor maps of A and B.
@@ -234,16 +233,10 @@ class TmaGemmWriter {
     out_.indent(1);
     line(str_cat("long long ", batch, ", ts_m0, ts_n0;"));
     line(str_cat("ts_tile(ts_ti, ", batch, ", ts_m0, ts_n0);"));
-    // The accumulators' leading [1] (and the ts_h loop over it, and the 0u
-    // added to ts_da below) are left from the removed ping-pong form, whose
-    // consumers took a whole tile in two halves; kept so that removing it
-    // left the generated code as it was.
-    line(str_cat("float ts_acc[1][", nt, "][4];"));
+    line(str_cat("float ts_acc[", nt, "][4];"));
     line("#pragma unroll");
-    line("for (int ts_h = 0; ts_h < 1; ++ts_h)");
-    line("#pragma unroll");
-    line(str_cat("  for (int ts_q = 0; ts_q < ", nt, "; ++ts_q) ts_acc[ts_h][ts_q][0] = ts_acc[ts_h][ts_q][1] = "
-                 "ts_acc[ts_h][ts_q][2] = ts_acc[ts_h][ts_q][3] = 0.0f;"));
+    line(str_cat("for (int ts_q = 0; ts_q < ", nt, "; ++ts_q) ts_acc[ts_q][0] = ts_acc[ts_q][1] = ts_acc[ts_q][2] = "
+                 "ts_acc[ts_q][3] = 0.0f;"));
     line("int ts_prev = 0;");
     line("for (int ts_kt = 0; ts_kt < ts_ktiles; ++ts_kt) {");
     out_.indent(1);
@@ -256,7 +249,7 @@ class TmaGemmWriter {
     line("#pragma unroll");
     line(str_cat("for (int ts_kk = 0; ts_kk < ", kBk / 16, "; ++ts_kk) {"));
     line(str_cat("  ts_wgmma_", p_.precision == MmaPrecision::Bf16 ? "bf16" : "f16", "_n", bn_, "_t", n_major_ ? 1 : 0,
-                 "(&ts_acc[0][0][0], ts_wdesc(ts_da + 0u + ts_kk * 32u), ",
+                 "(&ts_acc[0][0], ts_wdesc(ts_da + ts_kk * 32u), ",
                  n_major_ ? "ts_wdesc_n(ts_db + ts_kk * 2048u)" : "ts_wdesc(ts_db + ts_kk * 32u)", ");"));
     line("}");
     line("ts_wgmma_commit();");
@@ -291,7 +284,7 @@ class TmaGemmWriter {
       for (int q = 0; q < 4; ++q) {
         for (int r = 0; r < 2; ++r) {
           line(str_cat("  *(ts_f2*)&ts_cs[(ts_warp * 16 + ts_g + ", r * 8, ") * ", kStageLd, " + ", q * 8,
-                       " + ts_t * 2] = ts_f2{ts_acc[0][", 4 * c + q, "][", 2 * r, "], ts_acc[0][", 4 * c + q, "][",
+                       " + ts_t * 2] = ts_f2{ts_acc[", 4 * c + q, "][", 2 * r, "], ts_acc[", 4 * c + q, "][",
                        2 * r + 1, "]};"));
         }
       }
