@@ -43,6 +43,25 @@ TEST(StepCost, ContractionFlopsAndBytes) {
   // Conv: every output sums Cin/group x kernel products.
   EXPECT_EQ(step_cost(node_step(conv), {}).flops, 2.0 * 6 * 8 * 8 * 27);
 
+  // Attention: Q K^T and P V over every key, 3-d (heads in the last
+  // dimension) and 4-d, with K and V of other head sizes than Q's output.
+  Model am;
+  GraphBuilder ab(am);
+  Value* q3 = ab.input("q", DType::F32, {2, 5, 3 * 8});
+  Value* k3 = ab.input("k", DType::F32, {2, 7, 3 * 8});
+  Value* v3 = ab.input("v", DType::F32, {2, 7, 3 * 4});
+  Value* att3 = ab.op("Attention", {q3, k3, v3}, {{"q_num_heads", Attribute::of_int(3)},
+                                                  {"kv_num_heads", Attribute::of_int(3)}});
+  Value* q4 = ab.input("q4", DType::F32, {2, 3, 5, 8});
+  Value* k4 = ab.input("k4", DType::F32, {2, 3, 7, 8});
+  Value* v4 = ab.input("v4", DType::F32, {2, 3, 7, 4});
+  Value* att4 = ab.op("Attention", {q4, k4, v4});
+  for (Value* v : {att3, att4}) ab.output(v);
+  infer_shapes(am, PassOptions{});
+  const double qk = 2.0 * 2 * 3 * 5 * 7 * 8, pv = 2.0 * 2 * 3 * 5 * 7 * 4;
+  EXPECT_EQ(step_cost(node_step(att3), {}).flops, qk + pv);
+  EXPECT_EQ(step_cost(node_step(att4), {}).flops, qk + pv);
+
   // Elementwise ops are bound by bytes: no flops counted.
   EXPECT_EQ(step_cost(node_step(sum), {}).flops, 0);
   EXPECT_EQ(step_cost(node_step(sum), {}).bytes, 2 * 384 * 4);  // a value read twice moves once, plus the write

@@ -27,12 +27,18 @@ double product(const std::vector<int64_t>& d, size_t from = 0) {
   return p;
 }
 
-// 2 x outputs x the length of each output's dot product.
+// 2 x outputs x the length of each output's dot product; Attention: its
+// two products, Q K^T and P V, over every key (a causal mask's half
+// included, as the kernels compute it; the softmax not counted), i.e. 2 N
+// (|Q| + |O|) for N keys in K's second-to-last dimension (3-d [B, N, H d]
+// and 4-d [B, H, N, d] alike).
 double node_flops(const Node& n, const std::map<std::string, int64_t>& bindings) {
   if (!n.domain.empty() || n.outputs.empty() || n.inputs.size() < 2) return 0;
   const auto out = dims_of(n.outputs[0], bindings), a = dims_of(n.inputs[0], bindings),
              w = dims_of(n.inputs[1], bindings);
   if (!out || !a || !w || a->empty()) return 0;
+  if (n.op == "Attention" && w->size() >= 3)
+    return 2 * static_cast<double>((*w)[w->size() - 2]) * (product(*a) + product(*out));
   if (n.op == "MatMul") return 2 * product(*out) * static_cast<double>(a->back());
   if (n.op == "Gemm" && a->size() == 2)
     return 2 * product(*out) * static_cast<double>(n.attr_int("transA", 0) ? (*a)[0] : (*a)[1]);
