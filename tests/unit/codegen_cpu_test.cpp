@@ -479,6 +479,58 @@ TEST(CodegenCpu, StridedLoadsReadOneSpanAndStopAtTheLastLane) {
   munmap(mem, 2 * page);
 }
 
+// A padded convolution's tap (the implicit GEMM's B packing): clamped,
+// divided and compared lane-varying indices are i32 lanes, and the gather
+// is the unbounded batch row (a scalar) plus a 32-bit offset, which x86
+// gathers 16 lanes at a time (vgatherdps); the values match a direct
+// computation. An offset that int32 cannot hold keeps 64-bit lanes.
+TEST(CodegenCpu, PaddedTapIndicesAre32BitLanes) {
+  const int64_t w = 16, width = 20;
+  auto in = buffer("in", DType::F32, {var("n") * width}), out = buffer("out", DType::F32, {var("n"), 3, w});
+  const Expr x = var("x"), t = var("t"), b = var("b");
+  const Expr col = floordiv(x * 3 + t, 2) - 1;  // lanes 1.5 columns apart, one tap back
+  const Expr inside = binary(BinaryOp::And, binary(BinaryOp::Ge, col, Expr(int64_t{0})),
+                             binary(BinaryOp::Lt, col, Expr(width)));
+  const Expr tap = load(in, {b * width + max(min(col, Expr(width - 1)), Expr(int64_t{0}))});
+  const Stmt body = for_loop(
+      "b", 0, var("n"), ForKind::Serial,
+      for_loop("t", 0, 3, ForKind::Serial,
+               for_loop("x", 0, w, ForKind::Vectorized,
+                        store(out, {b, t, x}, select(inside, tap, float_imm(DType::F32, 0))))));
+  const Kernel k = kernel("tap", {in, out}, 1, {"n"}, body);
+  CodegenOptions raw;
+  raw.opt_level = 0;
+  const std::string ir = emit_llvm_ir({k}, raw);
+  EXPECT_NE(ir.find("udiv <16 x i32>"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("icmp slt <16 x i32>"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("freeze <16 x i32>"), std::string::npos) << ir;
+  CodegenOptions avx512;
+  avx512.cpu = "skylake-avx512";  // the asm does not run, so any x86 host can check this
+  avx512.features = "+avx512f,+avx512dq,+avx512bw,+avx512vl,+avx2,+fma";
+  const std::string text = emit_asm({k}, avx512);
+  EXPECT_NE(text.find("vgatherdps"), std::string::npos) << text;
+  EXPECT_EQ(text.find("vgatherqps"), std::string::npos) << text;
+  const int64_t n = 3;
+  std::vector<float> xs(n * width), ys(n * 3 * w, -1.0f);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<float>(i) * 0.25f + 1.0f;
+  auto lib = compile_kernels({k}, {});
+  ASSERT_EQ(run_kernel(*lib, "tap", {xs.data(), ys.data()}, {n}), 0);
+  for (int64_t bb = 0; bb < n; ++bb)
+    for (int64_t tt = 0; tt < 3; ++tt)
+      for (int64_t xx = 0; xx < w; ++xx) {
+        const int64_t c = (xx * 3 + tt) / 2 - 1;
+        const float want = c >= 0 && c < width ? xs[bb * width + c] : 0.0f;
+        EXPECT_EQ(ys[(bb * 3 + tt) * w + xx], want) << bb << " " << tt << " " << xx;
+      }
+  // Lanes 2^31 elements apart: not an int32 offset.
+  auto big = buffer("big", DType::F32, {Expr(int64_t{1} << 36)}), y = buffer("y", DType::F32, {w});
+  const Stmt far = for_loop("x", 0, w, ForKind::Vectorized,
+                            store(y, {x}, load(big, {floordiv(x * (int64_t{1} << 32), 2)})));
+  const std::string far_ir = emit_llvm_ir({kernel("far", {big, y}, 1, {}, far)}, raw);
+  EXPECT_EQ(far_ir.find("freeze <16 x i32>"), std::string::npos) << far_ir;
+  EXPECT_NE(far_ir.find("llvm.masked.gather"), std::string::npos) << far_ir;
+}
+
 TEST(CodegenCpu, LaneVaryingIfElseSelectLetAndIntrinsics) {
   const int64_t n = 16;
   auto x = buffer("x", DType::F32, {n}), out = buffer("out", DType::F32, {n}), flags = buffer("f", DType::Bool, {n});

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -17,6 +18,7 @@
 #include <llvm/IR/Module.h>
 
 #include "tessel/loop/ir.h"
+#include "tessel/loop/simplify.h"
 
 namespace tessel::cpu::detail {
 
@@ -45,7 +47,9 @@ class KernelEmitter {
   void check_loop_structure(const loop::Stmt& s, int depth, int* parallel_loops) const;
   BufferInfo make_buffer_info(const loop::Buffer& buf, llvm::Value* base);
   const BufferInfo& buffer(const loop::Buffer& buf) const;
-  void bind(const std::string& name, Val v);
+  // `range`: the variable's inclusive bounds where known (32-bit index
+  // arithmetic, below).
+  void bind(const std::string& name, Val v, std::optional<loop::Interval> range = std::nullopt);
   void unbind(const std::string& name);
   Val lookup(const std::string& name) const;
   llvm::AllocaInst* entry_alloca(llvm::Type* elem, uint64_t count);
@@ -53,15 +57,26 @@ class KernelEmitter {
   // ---- expr_codegen.cpp
   Val emit_expr(const loop::Expr& e);
   Val emit_scalar_expr(const loop::Expr& e, const char* what);
-  Val emit_binary_expr(const loop::ExprNode& n);
+  Val emit_binary_expr(const loop::Expr& e);
   Val emit_call_expr(const loop::ExprNode& n);
   Val index_add(const Val& x, const Val& y, bool subtract);
   Val index_mul(const Val& x, const Val& y);
   Val index_neg(const Val& x);
   Val index_const(int64_t v);
+  // 32-bit index arithmetic in vectorized loops: a lane-varying i64
+  // expression whose every subexpression the bound variables keep within
+  // int32 is computed in i32 lanes (twice the lanes a vector instruction,
+  // and x86 has no 64-bit vector division by a constant nor 64-bit
+  // multiply-high) and sign-extended where i64 is needed.
+  std::optional<loop::Interval> range_of(const loop::Expr& e) const;
+  bool fits_i32(const loop::Expr& e) const;
+  bool lane_varying(const loop::Expr& e) const;
+  llvm::Value* emit_i32(const loop::Expr& e);
+  Val narrow_index(const loop::Expr& e);
 
   // ---- memory.cpp
   Val flat_index(const loop::Buffer& buf, const std::vector<loop::Expr>& indices);
+  llvm::Value* lane_pointers(const loop::Buffer& buf, const std::vector<loop::Expr>& indices, const Val& idx);
   Val emit_load(const loop::ExprNode& n);
   void emit_store(const loop::StmtNode& s);
   llvm::Value* all_lanes_mask() const;
@@ -88,6 +103,8 @@ class KernelEmitter {
   llvm::Value* end_ = nullptr;
 
   std::unordered_map<std::string, std::vector<Val>> vars_;  // a stack per name (shadowing)
+  std::unordered_map<std::string, std::vector<std::optional<loop::Interval>>> ranges_;  // alongside vars_
+  loop::Bounds bounds_;  // the innermost binding's range of each variable that has one
   std::unordered_map<const loop::Buffer*, BufferInfo> buffers_;
   int next_assert_ = 0;  // pre-order number of the next Assert
 

@@ -1,3 +1,5 @@
+#include <cstdint>
+
 #include "tessel/codegen/cpu/arith.h"
 #include "tessel/codegen/cpu/cast.h"
 #include "tessel/codegen/cpu/emitter.h"
@@ -55,7 +57,7 @@ Val KernelEmitter::emit_expr(const Expr& e) {
       if (n.unary == loop::UnaryOp::Neg && n.dtype == DType::I64) return index_neg(a);
       return varying(emit_unary(b_, n.unary, n.dtype, a.v));
     }
-    case ExprKind::Binary: return emit_binary_expr(n);
+    case ExprKind::Binary: return emit_binary_expr(e);
     case ExprKind::Select: {
       llvm::Value* c = emit_expr(n.args[0]).v;
       llvm::Value* t = emit_expr(n.args[1]).v;
@@ -77,8 +79,22 @@ Val KernelEmitter::emit_expr(const Expr& e) {
   fail("cpu codegen: unknown expression kind");
 }
 
-Val KernelEmitter::emit_binary_expr(const ExprNode& n) {
+Val KernelEmitter::emit_binary_expr(const Expr& e) {
+  const ExprNode& n = *e;
   const DType t = n.args[0].dtype();
+  if (t == DType::I64 && lanes_ != 0) {
+    // Divisions, remainders and clamps of lane-varying indices, and
+    // comparisons of them (a padded convolution's bounds checks), in i32
+    // where they fit; affine arithmetic keeps its base + stride form.
+    const bool compare = n.dtype == DType::Bool;
+    const bool nonaffine = n.binary == BinaryOp::FloorDiv || n.binary == BinaryOp::FloorMod ||
+                           n.binary == BinaryOp::Min || n.binary == BinaryOp::Max;
+    if ((compare || nonaffine) && lane_varying(e)) {
+      if (compare && fits_i32(n.args[0]) && fits_i32(n.args[1]))
+        return varying(emit_binary(b_, n.binary, DType::I32, emit_i32(n.args[0]), emit_i32(n.args[1])));
+      if (nonaffine && fits_i32(e)) return narrow_index(e);
+    }
+  }
   Val x = emit_expr(n.args[0]);
   Val y = emit_expr(n.args[1]);
   if (t == DType::I64) {
@@ -99,6 +115,68 @@ Val KernelEmitter::emit_call_expr(const ExprNode& n) {
     args.push_back(emit_expr(a).v);
   }
   return varying(emit_intrinsic(b_, n.name, n.dtype, arg_type, std::move(args)));
+}
+
+// ---- 32-bit index arithmetic ------------------------------------------------------
+
+std::optional<loop::Interval> KernelEmitter::range_of(const Expr& e) const {
+  loop::Interval r;
+  if (!loop::const_bounds(e, bounds_, &r)) return std::nullopt;
+  return r;
+}
+
+// An i64 expression whose value and operands, recursively, lie in int32's range.
+bool KernelEmitter::fits_i32(const Expr& e) const {
+  const std::optional<loop::Interval> r = range_of(e);
+  if (!r || r->lo < INT32_MIN || r->hi > INT32_MAX) return false;
+  if (e->kind != ExprKind::Binary) return true;  // an immediate or a variable
+  return fits_i32(e->args[0]) && fits_i32(e->args[1]);
+}
+
+// Whether `e` differs between the lanes of the vectorized loop: it reads a
+// variable bound to a vector.
+bool KernelEmitter::lane_varying(const Expr& e) const {
+  if (e->kind == ExprKind::Var) return lanes_of(lookup(e->name).v) != 0;
+  for (const Expr& a : e->args)
+    if (lane_varying(a)) return true;
+  return false;
+}
+
+// `e` (fits_i32) in i32: a vector where it varies across the lanes. The
+// operators const_bounds bounds; anything else is emitted in i64 and
+// truncated (it fits).
+llvm::Value* KernelEmitter::emit_i32(const Expr& e) {
+  int64_t c = 0;
+  if (loop::as_const_int(e, &c)) return b_.getInt32(static_cast<uint32_t>(c));
+  const bool bounded_op = e->kind == ExprKind::Binary &&
+                          (e->binary == BinaryOp::Add || e->binary == BinaryOp::Sub || e->binary == BinaryOp::Mul ||
+                           e->binary == BinaryOp::FloorDiv || e->binary == BinaryOp::FloorMod ||
+                           e->binary == BinaryOp::Min || e->binary == BinaryOp::Max);
+  if (!bounded_op) {
+    llvm::Value* v = emit_expr(e).v;
+    return b_.CreateTrunc(v, with_lanes(b_.getInt32Ty(), lanes_of(v)));
+  }
+  llvm::Value* x = emit_i32(e->args[0]);
+  llvm::Value* y = emit_i32(e->args[1]);
+  match_lanes(b_, x, y);
+  switch (e->binary) {
+    case BinaryOp::Add: return b_.CreateNSWAdd(x, y);
+    case BinaryOp::Sub: return b_.CreateNSWSub(x, y);
+    case BinaryOp::Mul: return b_.CreateNSWMul(x, y);
+    case BinaryOp::FloorDiv: case BinaryOp::FloorMod: {
+      // Floor and truncation agree on a non-negative dividend and a
+      // positive divisor (const_bounds bounds only constant divisors).
+      const std::optional<loop::Interval> a = range_of(e->args[0]), d = range_of(e->args[1]);
+      if (a->lo >= 0 && d->lo > 0) return e->binary == BinaryOp::FloorDiv ? b_.CreateUDiv(x, y) : b_.CreateURem(x, y);
+      return emit_binary(b_, e->binary, DType::I32, x, y);
+    }
+    default: return emit_binary(b_, e->binary, DType::I32, x, y);
+  }
+}
+
+Val KernelEmitter::narrow_index(const Expr& e) {
+  llvm::Value* v = emit_i32(e);
+  return varying(b_.CreateSExt(v, with_lanes(b_.getInt64Ty(), lanes_of(v))));
 }
 
 // ---- index arithmetic on base + stride * lane values ---------------------------

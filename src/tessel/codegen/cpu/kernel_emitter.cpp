@@ -90,12 +90,28 @@ const KernelEmitter::BufferInfo& KernelEmitter::buffer(const loop::Buffer& buf) 
   return it->second;
 }
 
-void KernelEmitter::bind(const std::string& name, Val v) { vars_[name].push_back(v); }
+void KernelEmitter::bind(const std::string& name, Val v, std::optional<loop::Interval> range) {
+  vars_[name].push_back(v);
+  ranges_[name].push_back(range);
+  if (range) {
+    bounds_[name] = *range;
+  } else {
+    bounds_.erase(name);
+  }
+}
 
 void KernelEmitter::unbind(const std::string& name) {
   auto it = vars_.find(name);
   it->second.pop_back();
   if (it->second.empty()) vars_.erase(it);
+  auto r = ranges_.find(name);
+  r->second.pop_back();
+  if (!r->second.empty() && r->second.back()) {
+    bounds_[name] = *r->second.back();
+  } else {
+    bounds_.erase(name);
+  }
+  if (r->second.empty()) ranges_.erase(r);
 }
 
 Val KernelEmitter::lookup(const std::string& name) const {

@@ -1,8 +1,12 @@
 // Loads and stores: row-major flattening, and the choice between a scalar
 // access, one contiguous vector access, a short-stride span and a shuffle
 // (loads), and a gather/scatter when widening.
+#include <functional>
+#include <utility>
+
 #include "tessel/codegen/cpu/emitter.h"
 #include "tessel/codegen/cpu/llvm_types.h"
+#include "tessel/loop/affine.h"
 #include "tessel/support/error.h"
 
 namespace tessel::cpu::detail {
@@ -13,7 +17,61 @@ llvm::Align elem_align(llvm::Module& m, llvm::Type* elem) {
   return m.getDataLayout().getABITypeAlign(elem);
 }
 
+// `e` as invariant + varying (either may be 0): sums, differences and
+// products by constants are split term by term, any other subexpression
+// goes whole to the side `varies` puts it on.
+std::pair<loop::Expr, loop::Expr> split_terms(const loop::Expr& e, const std::function<bool(const loop::Expr&)>& varies) {
+  using loop::BinaryOp;
+  if (e->kind == loop::ExprKind::Binary && e.dtype() == DType::I64) {
+    int64_t c = 0;
+    switch (e->binary) {
+      case BinaryOp::Add: case BinaryOp::Sub: {
+        auto [ai, av] = split_terms(e->args[0], varies);
+        auto [bi, bv] = split_terms(e->args[1], varies);
+        return e->binary == BinaryOp::Add ? std::pair{ai + bi, av + bv} : std::pair{ai - bi, av - bv};
+      }
+      case BinaryOp::Mul:
+        for (int k = 0; k < 2; ++k)
+          if (loop::as_const_int(e->args[1 - k], &c)) {
+            auto [i, v] = split_terms(e->args[k], varies);
+            return {i * loop::Expr(c), v * loop::Expr(c)};
+          }
+        break;
+      default: break;
+    }
+  }
+  return varies(e) ? std::pair{loop::Expr(int64_t{0}), e} : std::pair{e, loop::Expr(int64_t{0})};
+}
+
 }  // namespace
+
+// A gather's (scatter's) addresses: where the lane-varying terms of a
+// non-affine flat index (a padded convolution's clamped taps) fit in int32,
+// the base advanced by the other terms (a scalar) and a 32-bit vector
+// offset (x86: one 16-lane vgatherdps, not two 8-lane vgatherqps on 64-bit
+// lanes of index arithmetic); else the base and the 64-bit index.
+llvm::Value* KernelEmitter::lane_pointers(const loop::Buffer& buf, const std::vector<loop::Expr>& indices,
+                                          const Val& idx) {
+  llvm::Type* st = storage_type(ctx_, buf.dtype);
+  llvm::Value* base = buffer(buf).base;
+  // (An affine index, base + stride * lane, stays as it is: its lane
+  // offsets are a constant vector, which LLVM folds to 64 bits whatever
+  // is done here.)
+  if (!idx.base)
+    if (const std::optional<loop::Expr> flat = loop::constant_flat_index(buf, indices)) {
+      const auto [inv, offset] = split_terms(*flat, [&](const loop::Expr& x) { return lane_varying(x); });
+      if (lane_varying(offset) && fits_i32(offset)) {
+        llvm::Value* start = b_.CreateGEP(st, base, emit_scalar_expr(loop::simplify(inv), "an invariant index").v);
+        // The GEP sign-extends the offset. Where LLVM proves it
+        // non-negative it makes that a zext, which x86's instruction
+        // selection does not narrow back (two 8-lane vgatherqps for a
+        // padded convolution's clamped offsets); behind a freeze it stays
+        // a sext, which selects vgatherdps.
+        return b_.CreateGEP(st, start, b_.CreateFreeze(emit_i32(offset)));
+      }
+    }
+  return b_.CreateGEP(st, base, splat(b_, idx.uniform() ? idx.base : idx.v, lanes_));
+}
 
 Val KernelEmitter::flat_index(const loop::Buffer& buf, const std::vector<loop::Expr>& indices) {
   const BufferInfo& info = buffer(buf);
@@ -78,7 +136,7 @@ Val KernelEmitter::emit_load(const loop::ExprNode& n) {
     // Inactive lanes of a lane-varying If must not touch memory, so even a
     // uniform address is read through a masked gather there.
     llvm::Type* vt = with_lanes(st, lanes_);
-    llvm::Value* ptrs = b_.CreateGEP(st, base, splat(b_, idx.uniform() ? idx.base : idx.v, lanes_));
+    llvm::Value* ptrs = lane_pointers(buf, n.args, idx);
     stored = b_.CreateMaskedGather(vt, ptrs, align, all_lanes_mask(), llvm::PoisonValue::get(vt));
   }
   llvm::Value* v = from_storage(b_, buf.dtype, stored);
@@ -113,7 +171,7 @@ void KernelEmitter::emit_store(const loop::StmtNode& s) {
   }
   // A constant non-zero stride gives distinct addresses; other indices are
   // scattered in lane order (the schedule guarantees they are distinct).
-  llvm::Value* ptrs = b_.CreateGEP(st, base, splat(b_, idx.uniform() ? idx.base : idx.v, lanes_));
+  llvm::Value* ptrs = lane_pointers(buf, s.indices, idx);
   b_.CreateMaskedScatter(data, ptrs, align, all_lanes_mask());
 }
 
