@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "tessel/loop/ir.h"
@@ -35,5 +36,13 @@ Kernel simplify(const Kernel& k);
 
 // Bounds of an i64 expression under `bounds`, if it can tell.
 bool const_bounds(const Expr& e, const Bounds& bounds, Interval* out);
+std::optional<Interval> bounds_of(const Expr& e, const Bounds& bounds);
+// Whether the i64 expression `e` and, recursively, the operands of its
+// arithmetic lie in int32's range under `bounds`: the code generators then
+// compute it in 32 bits.
+bool fits_int32(const Expr& e, const Bounds& bounds);
+// The range of a loop variable, min + i for i in [0, extent), from the
+// bounds of min and extent (nullopt where either is unknown or it overflows).
+std::optional<Interval> iteration_range(std::optional<Interval> min, std::optional<Interval> extent);
 
 }  // namespace tessel::loop

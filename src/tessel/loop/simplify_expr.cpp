@@ -2,6 +2,7 @@
 // `pattern => result` above the code that applies it.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <optional>
 
 #include "tessel/loop/scalar.h"
@@ -299,6 +300,26 @@ Expr simplify(const Expr& e, const Bounds& bounds) {
   // rebuilt root may have new simplifiable operands, hence the recursion.
   if (auto next = rewrite(cur, bounds)) return simplify(*next, bounds);
   return cur;
+}
+
+std::optional<Interval> bounds_of(const Expr& e, const Bounds& bounds) {
+  Interval r;
+  if (!const_bounds(e, bounds, &r)) return std::nullopt;
+  return r;
+}
+
+bool fits_int32(const Expr& e, const Bounds& bounds) {
+  const std::optional<Interval> r = bounds_of(e, bounds);
+  if (!r || r->lo < INT32_MIN || r->hi > INT32_MAX) return false;
+  if (e->kind != ExprKind::Binary) return true;  // an immediate or a variable
+  return fits_int32(e->args[0], bounds) && fits_int32(e->args[1], bounds);
+}
+
+std::optional<Interval> iteration_range(std::optional<Interval> min, std::optional<Interval> extent) {
+  if (!min || !extent) return std::nullopt;
+  int64_t hi = 0;
+  if (__builtin_add_overflow(min->hi, std::max<int64_t>(extent->hi, 1) - 1, &hi)) return std::nullopt;
+  return Interval{min->lo, hi};
 }
 
 bool const_bounds(const Expr& e, const Bounds& bounds, Interval* out) {

@@ -119,19 +119,9 @@ Val KernelEmitter::emit_call_expr(const ExprNode& n) {
 
 // ---- 32-bit index arithmetic ------------------------------------------------------
 
-std::optional<loop::Interval> KernelEmitter::range_of(const Expr& e) const {
-  loop::Interval r;
-  if (!loop::const_bounds(e, bounds_, &r)) return std::nullopt;
-  return r;
-}
+std::optional<loop::Interval> KernelEmitter::range_of(const Expr& e) const { return loop::bounds_of(e, bounds_); }
 
-// An i64 expression whose value and operands, recursively, lie in int32's range.
-bool KernelEmitter::fits_i32(const Expr& e) const {
-  const std::optional<loop::Interval> r = range_of(e);
-  if (!r || r->lo < INT32_MIN || r->hi > INT32_MAX) return false;
-  if (e->kind != ExprKind::Binary) return true;  // an immediate or a variable
-  return fits_i32(e->args[0]) && fits_i32(e->args[1]);
-}
+bool KernelEmitter::fits_i32(const Expr& e) const { return loop::fits_int32(e, bounds_); }
 
 // Whether `e` differs between the lanes of the vectorized loop: it reads a
 // variable bound to a vector.

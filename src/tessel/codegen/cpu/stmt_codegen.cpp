@@ -16,15 +16,6 @@ constexpr int64_t kMaxUnroll = 1024;
 // Locals live on the stack of whichever thread runs the kernel.
 constexpr uint64_t kMaxLocalBytes = uint64_t{1} << 20;
 
-// The loop variable's inclusive range, where its min and extent have
-// known bounds.
-std::optional<loop::Interval> loop_range(const StmtNode& s, const loop::Bounds& bounds) {
-  loop::Interval min, extent;
-  if (!loop::const_bounds(s.min, bounds, &min) || !loop::const_bounds(s.extent, bounds, &extent) || extent.hi < 1)
-    return std::nullopt;
-  return loop::Interval{min.lo, min.hi + (extent.hi - 1)};
-}
-
 }  // namespace
 
 void KernelEmitter::emit_stmt(const Stmt& s) {
@@ -89,7 +80,7 @@ void KernelEmitter::emit_counted_loop(const StmtNode& s, llvm::Value* lo, llvm::
 
   b_.SetInsertPoint(body);
   llvm::Value* v = b_.CreateAdd(min, i, s.var);
-  bind(s.var, Val{v, v, 0}, loop_range(s, bounds_));
+  bind(s.var, Val{v, v, 0}, loop::iteration_range(range_of(s.min), range_of(s.extent)));
   emit_stmt(s.body[0]);
   unbind(s.var);
   llvm::Value* next = b_.CreateAdd(i, b_.getInt64(1));
@@ -113,7 +104,7 @@ void KernelEmitter::emit_vectorized(const StmtNode& s) {
 
   lanes_ = lanes;
   lane_var_ = s.var;
-  bind(s.var, Val{v, min, 1}, loop_range(s, bounds_));
+  bind(s.var, Val{v, min, 1}, loop::iteration_range(range_of(s.min), range_of(s.extent)));
   emit_stmt(s.body[0]);
   unbind(s.var);
   lanes_ = 0;
@@ -134,7 +125,7 @@ void KernelEmitter::emit_unrolled(const StmtNode& s) {
   body_only.body = s.body[0];
   const int first_assert = next_assert_;
   const int body_asserts = static_cast<int>(body_only.assert_messages().size());
-  const std::optional<loop::Interval> range = loop_range(s, bounds_);
+  const std::optional<loop::Interval> range = loop::iteration_range(range_of(s.min), range_of(s.extent));
   for (int64_t k = 0; k < extent; ++k) {
     next_assert_ = first_assert;
     llvm::Value* v = b_.CreateAdd(min, b_.getInt64(static_cast<uint64_t>(k)), s.var);

@@ -119,19 +119,9 @@ ExprEmitter::Scope::~Scope() {
   }
 }
 
-std::optional<loop::Interval> ExprEmitter::bounds(const Expr& e) const {
-  loop::Interval r;
-  if (!loop::const_bounds(e, bounds_, &r)) return std::nullopt;
-  return r;
-}
+std::optional<loop::Interval> ExprEmitter::bounds(const Expr& e) const { return loop::bounds_of(e, bounds_); }
 
-// An i64 operation whose result and operands, recursively, lie in int's range.
-bool ExprEmitter::fits_i32(const Expr& e) const {
-  const std::optional<loop::Interval> r = bounds(e);
-  if (!r || r->lo < INT_MIN || r->hi > INT_MAX) return false;
-  if (e->kind != ExprKind::Binary) return true;  // an immediate or a variable
-  return fits_i32(e->args[0]) && fits_i32(e->args[1]);
-}
+bool ExprEmitter::fits_i32(const Expr& e) const { return loop::fits_int32(e, bounds_); }
 
 // `e` (fits_i32) as an int expression: the operators loop::const_bounds
 // bounds, on operands that cannot overflow, so plain C arithmetic.

@@ -95,14 +95,6 @@ Axis axis_of(ForKind k) {
 
 // The values min, min + 1, ..., min + extent - 1 of a loop variable, given
 // the extent's bounds; unknown when either bound is or the sum overflows.
-std::optional<loop::Interval> iteration_range(std::optional<loop::Interval> min,
-                                              std::optional<loop::Interval> extent) {
-  if (!min || !extent) return std::nullopt;
-  int64_t hi = 0;
-  if (__builtin_add_overflow(min->hi, std::max<int64_t>(extent->hi, 1) - 1, &hi)) return std::nullopt;
-  return loop::Interval{min->lo, hi};
-}
-
 bool is_gpu_axis(ForKind k) {
   return k != ForKind::Serial && k != ForKind::Parallel && k != ForKind::Vectorized && k != ForKind::Unrolled &&
          k != ForKind::GpuLanes;
@@ -339,7 +331,7 @@ class KernelWriter final : public CodeSink {
                  v, " < ", end, "; ++", v, ") {"));
     ++serial_loops_;
     {
-      ExprEmitter::Scope range(ex_, s.var, iteration_range(ex_.bounds(s.min), ex_.bounds(s.extent)));
+      ExprEmitter::Scope range(ex_, s.var, loop::iteration_range(ex_.bounds(s.min), ex_.bounds(s.extent)));
       block(s.body[0]);
     }
     --serial_loops_;
@@ -401,7 +393,7 @@ class KernelWriter final : public CodeSink {
     const int64_t limit = !a.grid ? 1024 : a.dim == 0 ? INT32_MAX : 65535;
     std::optional<loop::Interval> extent = ex_.bounds(s.extent);
     if (!extent || extent->hi > limit) extent = loop::Interval{0, limit};
-    ExprEmitter::Scope range(ex_, s.var, iteration_range(ex_.bounds(s.min), extent));
+    ExprEmitter::Scope range(ex_, s.var, loop::iteration_range(ex_.bounds(s.min), extent));
     stmt(s.body[0]);
     --indent_;
     line("}");
@@ -505,7 +497,7 @@ class KernelWriter final : public CodeSink {
     const std::string saved_slot = ex_.set_lane_slot(counted ? it : "");
     const bool in_loop = serial_loops_ > 0;
     ++serial_loops_;
-    ExprEmitter::Scope range(ex_, s.var, iteration_range(ex_.bounds(s.min), ex_.bounds(s.extent)));
+    ExprEmitter::Scope range(ex_, s.var, loop::iteration_range(ex_.bounds(s.min), ex_.bounds(s.extent)));
     ++indent_;
     if (update) {
       lanes_update(s.body[0], update, loop::binary(op, loop::var(partial, t), operand), var_name(partial));
