@@ -420,22 +420,6 @@ class FlashWriter {
     });
   }
 
-  // O += P V for the previous key tile (number ts_it - 1), P from ts_pk:
-  // m64nEk16 steps of 16 keys, 2048 bytes apart in a 64-key half of the
-  // tile's V stage.
-  void issue_pv() {
-    line("const unsigned ts_pst = (unsigned)((ts_it - 1) & 1);");
-    line("ts_mbar_wait(ts_full_v + 8u * ts_pst, (unsigned)(((ts_it - 1) >> 1) & 1));");
-    line("ts_fence_async_smem();  // V, copied by cp.async, read by wgmma");
-    line(str_cat("const unsigned ts_vaddr = ts_smem_addr(ts_Vw) + ts_pst * ", v_bytes(), "u;"));
-    line("ts_wgmma_fence();");
-    loop("ts_kk", keys_ / 16, [&] {
-      line(str_cat("ts_wgmma_rs_", half_, "_n", e_, "_t1(&ts_o[0][0], ts_pk[ts_kk], ts_wdesc_n(ts_vaddr + (unsigned)(ts_kk >> 2) * ",
-                   v_bytes() / 2, "u + (unsigned)(ts_kk & 3) * 2048u));"));
-    });
-    line("ts_wgmma_commit();");
-  }
-
   // The byte offset of k-step ts_kk (16 halves) in a swizzled K-major tile
   // of `rows` rows: 32 bytes a step within a 64-column region.
   static std::string swizzled_step(int rows) {
