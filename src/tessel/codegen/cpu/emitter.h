@@ -27,8 +27,16 @@ struct Val {
   // When set: v equals base + stride * lane for every lane (base is scalar).
   llvm::Value* base = nullptr;
   int64_t stride = 0;
+  // Where the value is a bound variable's: its inclusive range, if known
+  // (32-bit index arithmetic, below).
+  std::optional<loop::Interval> range;
   bool uniform() const { return base != nullptr && stride == 0; }
 };
+
+// A scalar value (its own base, stride 0).
+inline Val scalar(llvm::Value* v) { return Val{v, v, 0, std::nullopt}; }
+// A value of unknown form across the lanes (or a scalar).
+Val varying(llvm::Value* v);
 
 class KernelEmitter {
  public:
@@ -47,9 +55,8 @@ class KernelEmitter {
   void check_loop_structure(const loop::Stmt& s, int depth, int* parallel_loops) const;
   BufferInfo make_buffer_info(const loop::Buffer& buf, llvm::Value* base);
   const BufferInfo& buffer(const loop::Buffer& buf) const;
-  // `range`: the variable's inclusive bounds where known (32-bit index
-  // arithmetic, below).
-  void bind(const std::string& name, Val v, std::optional<loop::Interval> range = std::nullopt);
+  // Binds `v` (its range, if any, goes into bounds_ while it is innermost).
+  void bind(const std::string& name, Val v);
   void unbind(const std::string& name);
   Val lookup(const std::string& name) const;
   llvm::AllocaInst* entry_alloca(llvm::Type* elem, uint64_t count);
@@ -103,7 +110,6 @@ class KernelEmitter {
   llvm::Value* end_ = nullptr;
 
   std::unordered_map<std::string, std::vector<Val>> vars_;  // a stack per name (shadowing)
-  std::unordered_map<std::string, std::vector<std::optional<loop::Interval>>> ranges_;  // alongside vars_
   loop::Bounds bounds_;  // the innermost binding's range of each variable that has one
   std::unordered_map<const loop::Buffer*, BufferInfo> buffers_;
   int next_assert_ = 0;  // pre-order number of the next Assert

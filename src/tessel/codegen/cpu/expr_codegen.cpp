@@ -16,10 +16,6 @@ using loop::ExprNode;
 
 namespace {
 
-Val scalar(llvm::Value* v) { return Val{v, v, 0}; }
-// A lane-varying value of unknown form.
-Val varying(llvm::Value* v) { return lanes_of(v) == 0 ? scalar(v) : Val{v, nullptr, 0}; }
-
 // The loop IR FloatImm in its register form (f16/bf16 rounded like a store).
 llvm::Value* float_imm(llvm::LLVMContext& ctx, DType t, double v) {
   llvm::Type* ty = value_type(ctx, t);
@@ -32,6 +28,8 @@ llvm::Value* float_imm(llvm::LLVMContext& ctx, DType t, double v) {
 }
 
 }  // namespace
+
+Val varying(llvm::Value* v) { return lanes_of(v) == 0 ? scalar(v) : Val{v, nullptr, 0, std::nullopt}; }
 
 Val KernelEmitter::emit_scalar_expr(const Expr& e, const char* what) {
   Val v = emit_expr(e);

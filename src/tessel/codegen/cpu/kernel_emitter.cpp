@@ -43,7 +43,7 @@ void KernelEmitter::emit_prologue() {
   for (size_t i = 0; i < kernel_.syms.size(); ++i) {
     llvm::Value* p = b_.CreateConstGEP1_64(b_.getInt64Ty(), syms, i);
     llvm::Value* v = b_.CreateLoad(b_.getInt64Ty(), p, kernel_.syms[i]);
-    bind(kernel_.syms[i], Val{v, v, 0});
+    bind(kernel_.syms[i], scalar(v));
   }
   llvm::Value* buffers = fn_->getArg(0);
   for (size_t i = 0; i < kernel_.params.size(); ++i) {
@@ -90,28 +90,32 @@ const KernelEmitter::BufferInfo& KernelEmitter::buffer(const loop::Buffer& buf) 
   return it->second;
 }
 
-void KernelEmitter::bind(const std::string& name, Val v, std::optional<loop::Interval> range) {
-  vars_[name].push_back(v);
-  ranges_[name].push_back(range);
+namespace {
+
+void set_bound(loop::Bounds& bounds, const std::string& name, const std::optional<loop::Interval>& range) {
   if (range) {
-    bounds_[name] = *range;
+    bounds[name] = *range;
   } else {
-    bounds_.erase(name);
+    bounds.erase(name);
   }
+}
+
+}  // namespace
+
+void KernelEmitter::bind(const std::string& name, Val v) {
+  set_bound(bounds_, name, v.range);
+  vars_[name].push_back(std::move(v));
 }
 
 void KernelEmitter::unbind(const std::string& name) {
   auto it = vars_.find(name);
   it->second.pop_back();
-  if (it->second.empty()) vars_.erase(it);
-  auto r = ranges_.find(name);
-  r->second.pop_back();
-  if (!r->second.empty() && r->second.back()) {
-    bounds_[name] = *r->second.back();
-  } else {
+  if (it->second.empty()) {
+    vars_.erase(it);
     bounds_.erase(name);
+  } else {
+    set_bound(bounds_, name, it->second.back().range);
   }
-  if (r->second.empty()) ranges_.erase(r);
 }
 
 Val KernelEmitter::lookup(const std::string& name) const {

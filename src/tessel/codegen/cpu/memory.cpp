@@ -82,7 +82,7 @@ Val KernelEmitter::flat_index(const loop::Buffer& buf, const std::vector<loop::E
     Val term = emit_expr(indices[d]);
     llvm::Value* stride = info.strides[d];
     auto* k = llvm::dyn_cast<llvm::ConstantInt>(stride);
-    if (!(k && k->isOne())) term = index_mul(term, Val{stride, stride, 0});
+    if (!(k && k->isOne())) term = index_mul(term, scalar(stride));
     flat = d == 0 ? term : index_add(flat, term, false);
   }
   return flat;
@@ -140,7 +140,7 @@ Val KernelEmitter::emit_load(const loop::ExprNode& n) {
     stored = b_.CreateMaskedGather(vt, ptrs, align, all_lanes_mask(), llvm::PoisonValue::get(vt));
   }
   llvm::Value* v = from_storage(b_, buf.dtype, stored);
-  return lanes_of(v) == 0 ? Val{v, v, 0} : Val{v, nullptr, 0};
+  return varying(v);
 }
 
 void KernelEmitter::emit_store(const loop::StmtNode& s) {

@@ -80,7 +80,7 @@ void KernelEmitter::emit_counted_loop(const StmtNode& s, llvm::Value* lo, llvm::
 
   b_.SetInsertPoint(body);
   llvm::Value* v = b_.CreateAdd(min, i, s.var);
-  bind(s.var, Val{v, v, 0}, loop::iteration_range(range_of(s.min), range_of(s.extent)));
+  bind(s.var, Val{v, v, 0, loop::iteration_range(range_of(s.min), range_of(s.extent))});
   emit_stmt(s.body[0]);
   unbind(s.var);
   llvm::Value* next = b_.CreateAdd(i, b_.getInt64(1));
@@ -104,7 +104,7 @@ void KernelEmitter::emit_vectorized(const StmtNode& s) {
 
   lanes_ = lanes;
   lane_var_ = s.var;
-  bind(s.var, Val{v, min, 1}, loop::iteration_range(range_of(s.min), range_of(s.extent)));
+  bind(s.var, Val{v, min, 1, loop::iteration_range(range_of(s.min), range_of(s.extent))});
   emit_stmt(s.body[0]);
   unbind(s.var);
   lanes_ = 0;
@@ -129,7 +129,7 @@ void KernelEmitter::emit_unrolled(const StmtNode& s) {
   for (int64_t k = 0; k < extent; ++k) {
     next_assert_ = first_assert;
     llvm::Value* v = b_.CreateAdd(min, b_.getInt64(static_cast<uint64_t>(k)), s.var);
-    bind(s.var, Val{v, v, 0}, range);
+    bind(s.var, Val{v, v, 0, range});
     emit_stmt(s.body[0]);
     unbind(s.var);
   }
@@ -170,7 +170,9 @@ void KernelEmitter::emit_masked_if(const StmtNode& s, llvm::Value* cond) {
 }
 
 void KernelEmitter::emit_let(const StmtNode& s) {
-  bind(s.var, emit_expr(s.value), s.value.dtype() == DType::I64 ? range_of(s.value) : std::nullopt);
+  Val value = emit_expr(s.value);
+  value.range = s.value.dtype() == DType::I64 ? range_of(s.value) : std::nullopt;
+  bind(s.var, std::move(value));
   emit_stmt(s.body[0]);
   unbind(s.var);
 }
