@@ -93,8 +93,6 @@ Axis axis_of(ForKind k) {
   fail("cuda codegen: not a GPU axis");
 }
 
-// The values min, min + 1, ..., min + extent - 1 of a loop variable, given
-// the extent's bounds; unknown when either bound is or the sum overflows.
 bool is_gpu_axis(ForKind k) {
   return k != ForKind::Serial && k != ForKind::Parallel && k != ForKind::Vectorized && k != ForKind::Unrolled &&
          k != ForKind::GpuLanes;
