@@ -43,6 +43,22 @@ Kernel kernel(const std::string& name, std::vector<BufferRef> params, size_t num
   return k;
 }
 
+// The LLVM IR as the emitter writes it, before LLVM's optimisations.
+std::string raw_ir(const std::vector<Kernel>& ks) {
+  CodegenOptions raw;
+  raw.opt_level = 0;
+  return emit_llvm_ir(ks, raw);
+}
+
+// An AVX-512 target for emit_asm (the asm does not run, so any x86 host can
+// check it).
+CodegenOptions avx512_options() {
+  CodegenOptions o;
+  o.cpu = "skylake-avx512";
+  o.features = "+avx512f,+avx512dq,+avx512bw,+avx512vl,+avx2,+fma";
+  return o;
+}
+
 int32_t run_kernel(const KernelLibrary& lib, const std::string& name, std::vector<void*> bufs, std::vector<int64_t> syms = {},
              int64_t begin = 0, int64_t end = std::numeric_limits<int64_t>::max()) {
   return lib.lookup(name)(bufs.data(), syms.data(), begin, end);
@@ -430,9 +446,7 @@ TEST(CodegenCpu, GatherScatterAndReversedLocal) {
                     store(s, {v * 2 + 1}, load(x, {v})), store(tmp, {v}, load(x, {v}) * float_imm(DType::F32, 2))})),
       for_loop("v", 0, w, ForKind::Vectorized, store(r, {v}, load(tmp, {int64_t{w - 1} - v})))}));
   auto lib = compile_kernels({kernel("gs", {x, idx, g, s, r}, 2, {}, body)}, {});
-  CodegenOptions raw;
-  raw.opt_level = 0;
-  const std::string ir = emit_llvm_ir({kernel("gs", {x, idx, g, s, r}, 2, {}, body)}, raw);
+  const std::string ir = raw_ir({kernel("gs", {x, idx, g, s, r}, 2, {}, body)});
   EXPECT_NE(ir.find("llvm.masked.gather"), std::string::npos);
   EXPECT_NE(ir.find("llvm.masked.scatter"), std::string::npos);
   std::vector<float> xs(32), gs(w), ss(2 * w, -1), rs(w);
@@ -463,9 +477,7 @@ TEST(CodegenCpu, StridedLoadsReadOneSpanAndStopAtTheLastLane) {
     Expr v = var("v");
     Stmt body = for_loop("v", 0, w, ForKind::Vectorized, store(y, {v}, load(x, {v * s}) * float_imm(DType::F32, 2)));
     const Kernel k = kernel("strided", {x, y}, 1, {}, body);
-    CodegenOptions raw;
-    raw.opt_level = 0;
-    const std::string ir = emit_llvm_ir({k}, raw);
+    const std::string ir = raw_ir({k});
     EXPECT_EQ(ir.find("gather"), std::string::npos) << s;
     EXPECT_NE(ir.find("llvm.masked.load"), std::string::npos) << s;
     EXPECT_NE(ir.find("shufflevector"), std::string::npos) << s;
@@ -498,16 +510,11 @@ TEST(CodegenCpu, PaddedTapIndicesAre32BitLanes) {
                for_loop("x", 0, w, ForKind::Vectorized,
                         store(out, {b, t, x}, select(inside, tap, float_imm(DType::F32, 0))))));
   const Kernel k = kernel("tap", {in, out}, 1, {"n"}, body);
-  CodegenOptions raw;
-  raw.opt_level = 0;
-  const std::string ir = emit_llvm_ir({k}, raw);
+  const std::string ir = raw_ir({k});
   EXPECT_NE(ir.find("udiv <16 x i32>"), std::string::npos) << ir;
   EXPECT_NE(ir.find("icmp slt <16 x i32>"), std::string::npos) << ir;
   EXPECT_NE(ir.find("freeze <16 x i32>"), std::string::npos) << ir;
-  CodegenOptions avx512;
-  avx512.cpu = "skylake-avx512";  // the asm does not run, so any x86 host can check this
-  avx512.features = "+avx512f,+avx512dq,+avx512bw,+avx512vl,+avx2,+fma";
-  const std::string text = emit_asm({k}, avx512);
+  const std::string text = emit_asm({k}, avx512_options());
   EXPECT_NE(text.find("vgatherdps"), std::string::npos) << text;
   EXPECT_EQ(text.find("vgatherqps"), std::string::npos) << text;
   const int64_t n = 3;
@@ -526,7 +533,7 @@ TEST(CodegenCpu, PaddedTapIndicesAre32BitLanes) {
   auto big = buffer("big", DType::F32, {Expr(int64_t{1} << 36)}), y = buffer("y", DType::F32, {w});
   const Stmt far = for_loop("x", 0, w, ForKind::Vectorized,
                             store(y, {x}, load(big, {floordiv(x * (int64_t{1} << 32), 2)})));
-  const std::string far_ir = emit_llvm_ir({kernel("far", {big, y}, 1, {}, far)}, raw);
+  const std::string far_ir = raw_ir({kernel("far", {big, y}, 1, {}, far)});
   EXPECT_EQ(far_ir.find("freeze <16 x i32>"), std::string::npos) << far_ir;
   EXPECT_NE(far_ir.find("llvm.masked.gather"), std::string::npos) << far_ir;
 }
@@ -610,10 +617,7 @@ Kernel fma_kernel() {
 }
 
 TEST(CodegenCpu, FmaLoopBecomesZmmVfmaddOnAvx512) {
-  CodegenOptions o;
-  o.cpu = "skylake-avx512";  // the asm does not run, so any x86 host can check this
-  o.features = "+avx512f,+avx512dq,+avx512bw,+avx512vl,+avx2,+fma";
-  const std::string text = emit_asm({fma_kernel()}, o);
+  const std::string text = emit_asm({fma_kernel()}, avx512_options());
   EXPECT_NE(text.find("vfmadd"), std::string::npos);
   EXPECT_NE(text.find("zmm"), std::string::npos) << text;
   const std::string host = emit_asm({fma_kernel()}, {});
