@@ -172,10 +172,13 @@ TEST(GpuMma, WgmmaIsHgmmaInTheSass) {
   EXPECT_GE(occurrences(tma_sass, "USETMAXREG"), 2 * tma.size());
 }
 
-// The flash-attention kernel (codegen/cuda/flash_attention.cpp) against the
+// The flash-attention kernels (codegen/cuda/flash_attention.cpp) against the
 // evaluator's attention statement, within the half type's rounding of each
 // probability: bf16 with a mask that empties a row, f16 at head size 128
-// with a causal bias over several key tiles and query blocks.
+// with a causal bias over several key tiles and query blocks (mma.sync:
+// fewer keys than GemmTarget::flash_wgmma_min_keys); on sm_90a, 600 keys
+// take the warp-specialised wgmma form, without a bias (the scale in the
+// exponent, full tiles copied unclamped) and with a mask.
 TEST(GpuFlash, MatchesTheEvaluator) {
   SKIP_WITHOUT_GPU();
   struct Flash {
@@ -184,17 +187,23 @@ TEST(GpuFlash, MatchesTheEvaluator) {
     const char* bias;
   };
   const Flash cases[] = {{"bf16", 3, 70, 100, 32, 16, "select(i == 5 | j > i + 40, -inff32, 0.0f32)"},
-                         {"f16", 2, 130, 300, 128, 128, "select(j > i + 170, -inff32, 0.0f32)"}};
+                         {"f16", 2, 130, 300, 128, 128, "select(j > i + 170, -inff32, 0.0f32)"},
+                         {"bf16", 2, 200, 600, 128, 128, "0.0f32"},
+                         {"bf16", 3, 140, 600, 64, 64, "select(j > i + 400, -inff32, 0.0f32)"}};
   std::vector<loop::Kernel> ks;
   for (const Flash& f : cases) {
     ks.push_back(loop::parse_kernel(str_cat(
-        "kernel flash_", f.t, "(in %q: ", f.t, "[", f.batch, ", ", f.m, ", ", f.d, "], in %k: ", f.t, "[", f.batch, ", ",
+        "kernel flash_", f.t, "_", f.n, "_", f.d, "(in %q: ", f.t, "[", f.batch, ", ", f.m, ", ", f.d, "], in %k: ", f.t, "[", f.batch, ", ",
         f.n, ", ", f.d, "], in %v: ", f.t, "[", f.batch, ", ", f.n, ", ", f.e, "], out %o: f32[", f.batch, ", ", f.m,
         ", ", f.e, "]) {\n  attention bh in [0, ", f.batch, "), i in [0, ", f.m, "), j in [0, ", f.n, "), d in [0, ",
         f.d, "), e in [0, ", f.e, "): acc = softmax_dot(cast<f32>(q[bh, i, d]), cast<f32>(k[bh, j, d]), "
         "cast<f32>(v[bh, j, e]), 0.125f32, ", f.bias, ", ", f.t, ") {\n    o[bh, i, e] = acc\n  }\n}\n")));
   }
   GpuKernels gpu(ks);
+  if (arch_has_wgmma(device_arch())) {
+    const size_t ws = occurrences(gpu.source().code, "wgmma, warp-specialised");
+    EXPECT_EQ(ws, 2u);
+  }
   std::mt19937_64 rng(9);
   std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
   for (size_t c = 0; c < ks.size(); ++c) {
