@@ -1,7 +1,9 @@
 #include "tessel/driver/compiler.h"
+#include "tessel/driver/tuning.h"
 
 #include <chrono>
 #include <cstdio>
+#include <iostream>
 #include <set>
 
 #include "tessel/loop/math_expand.h"
@@ -13,6 +15,7 @@
 #include "tessel/ops/registry.h"
 #include "tessel/support/error.h"
 #include "tessel/support/phase_timer.h"
+#include "tessel/support/sha256.h"
 #ifdef TESSEL_HAVE_LLVM
 #include "tessel/codegen/cpu/cpu_codegen.h"
 #endif
@@ -124,15 +127,54 @@ NestSchedule host_schedule(const FusionGroup& g) {
   return s;
 }
 
-// Lowered, expanded, simplified and verified: a kernel codegen can take.
-// Throws FusionRejected or LoweringUnsupported like lower_group.
-LoweredGroup lower_ready(const FusionGroup& g, const OpRegistry& reg) {
-  LoweredGroup lg = lower_group(g, reg, host_schedule(g));
+// Expanded, simplified and verified: a kernel codegen can take.
+void make_ready(const FusionGroup& g, LoweredGroup& lg) {
   lg.kernel = loop::simplify(loop::expand_math(lg.kernel));
   std::string why;
   if (!codegen_ready(lg.kernel, &why)) throw LoweringUnsupported(str_cat(g.root->describe(), ": ", why));
   loop::verify(lg.kernel);
+}
+
+}  // namespace
+
+std::string kernel_hash(const loop::Kernel& k) {
+  loop::Kernel anon = k;
+  anon.name = "kernel";
+  return to_hex(sha256(loop::print(anon)));
+}
+
+LoweredGroup lower_cpu_group(const FusionGroup& g, const OpRegistry& reg, const std::optional<Schedule>& tuned) {
+  NestSchedule s = host_schedule(g);
+  LoweredGroup def = lower_group(g, reg, s);
+  make_ready(g, def);
+  def.default_hash = kernel_hash(def.kernel);
+  if (!tuned) return def;
+  s.tuned = tuned;
+  LoweredGroup lg = lower_group(g, reg, s);
+  make_ready(g, lg);
+  lg.default_hash = def.default_hash;
   return lg;
+}
+
+namespace {
+
+// Throws FusionRejected or LoweringUnsupported like lower_group.
+LoweredGroup lower_ready(const FusionGroup& g, const OpRegistry& reg) { return lower_cpu_group(g, reg); }
+
+// lower_ready, with the tuned schedule `lookup` has for the group's default
+// kernel; one that fails to apply is a warning and the default stays.
+GroupLowering lower_tuned(const ScheduleLookup& lookup, std::ostream* log) {
+  return [lookup, log](const FusionGroup& g, const OpRegistry& reg) {
+    LoweredGroup def = lower_cpu_group(g, reg);
+    std::optional<Schedule> tuned = lookup(def.default_hash, def.schedule);
+    if (!tuned) return def;
+    try {
+      return lower_cpu_group(g, reg, tuned);
+    } catch (const Error& e) {
+      (log ? *log : std::cerr) << "warning: tuned schedule for " << g.name << " not applied: " << e.what() << "\n";
+      return def;
+    }
+  };
 }
 
 // A failed lowering decides what the next round plans differently.
@@ -228,7 +270,9 @@ CompiledModel lower_model(const Model& m, const GroupLowering& lower, const Lowe
   return c;
 }
 
-CompiledModel lower_for_cpu(const Model& m, const LowerOptions& lo) { return lower_model(m, lower_ready, lo); }
+CompiledModel lower_for_cpu(const Model& m, const LowerOptions& lo) {
+  return lower_model(m, lo.schedules ? lower_tuned(lo.schedules, lo.log) : GroupLowering(lower_ready), lo);
+}
 
 std::unique_ptr<CompiledModel> compile_for_cpu(const Model& m, const DriverOptions& o, const LowerOptions& lo) {
 #ifndef TESSEL_HAVE_LLVM
@@ -238,7 +282,9 @@ std::unique_ptr<CompiledModel> compile_for_cpu(const Model& m, const DriverOptio
   fail("this tessel was built without the LLVM CPU code generator (TESSEL_WITH_LLVM=OFF); use --target reference");
 #else
   const auto t0 = std::chrono::steady_clock::now();
-  auto c = std::make_unique<CompiledModel>(lower_for_cpu(m, lo));
+  LowerOptions tuned = lo;
+  if (!o.tuning_db.empty() && !tuned.schedules) tuned.schedules = tuning_db_lookup(o.tuning_db, o.threads, o.log);
+  auto c = std::make_unique<CompiledModel>(lower_for_cpu(m, tuned));
   std::shared_ptr<cpu::KernelLibrary> lib;
   const std::vector<loop::Kernel>& kernels = c->unique_kernels;
   if (!kernels.empty()) {

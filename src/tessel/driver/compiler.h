@@ -11,6 +11,8 @@
 
 #include <functional>
 #include <map>
+#include <optional>
+#include <ostream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,12 +47,30 @@ struct CompiledModel {
   std::vector<std::string> fallback_reasons;
 };
 
+// A tuned schedule for a kernel, by the hash of the kernel its group lowers
+// to with the default schedule (kernel_hash) and its kind; nullopt keeps the
+// default. A tuning database answers it (tune/database.h).
+using ScheduleLookup = std::function<std::optional<Schedule>(const std::string& kernel_hash, const std::string& kind)>;
+
 // Switches for the compile-time shortcuts, so that tests can compare them with
 // the plain way. Results are the same either way.
 struct LowerOptions {
   bool reuse_lowered_groups = true;  // re-plan rounds keep groups lowered before
   bool share_kernels = true;         // identical kernel bodies compile once
+  ScheduleLookup schedules;          // tuned schedules (CPU), when set
+  std::ostream* log = nullptr;       // warnings of schedules that do not apply (stderr when null)
 };
+
+// The canonical hash of a kernel: the SHA-256 of its loop IR text under a
+// fixed name (equal texts compute the same function of their params).
+std::string kernel_hash(const loop::Kernel& k);
+
+// One group lowered for this CPU, expanded, simplified and verified, with
+// `tuned` (its template knobs and loop primitives) or the default schedule.
+// LoweredGroup::default_hash is set either way. Throws FusionRejected or
+// LoweringUnsupported like lower_group, tessel::Error when `tuned` does not
+// apply.
+LoweredGroup lower_cpu_group(const FusionGroup& g, const OpRegistry& reg, const std::optional<Schedule>& tuned = {});
 
 // Compiles `m` (after the graph pass pipeline) for this CPU. `m` must outlive
 // the result. Throws tessel::Error when tessel was built without LLVM.
@@ -66,7 +86,7 @@ using GroupLowering = std::function<LoweredGroup(const FusionGroup&, const OpReg
 // identical kernels.
 CompiledModel lower_model(const Model& m, const GroupLowering& lower, const LowerOptions& lo = {});
 
-// Plans and lowers for the CPU without generating code (inspect --emit fused|loop).
+// Plans and lowers for the CPU without generating code (inspect --emit fused|loop|schedule).
 CompiledModel lower_for_cpu(const Model& m, const LowerOptions& lo = {});
 
 // The executable's steps in plan order: interpreter nodes, and kernels whose

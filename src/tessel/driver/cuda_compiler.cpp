@@ -47,8 +47,35 @@ LoweredGroup lower_group_ready_for_gpu(const FusionGroup& g, const OpRegistry& r
   return lg;
 }
 
+namespace {
+
+// The code generator's template knobs, as it will choose them for `arch`
+// (codegen/cuda/mma_gemm.h GemmTarget), in each kernel's schedule.
+void add_gpu_template_knobs(CompiledModel& c, const std::string& arch) {
+  const cuda::GemmTarget t = cuda::gemm_target_for(arch);
+  for (LoweredGroup& lg : c.lowered) {
+    if (lg.schedule == "gpu_mma") {
+      Primitive& g = lg.sched.get("gpu.gemm");
+      g.set("wgmma", t.wgmma ? 1 : 0);
+      g.set("tma", t.tma ? 1 : 0);
+      g.set("tma_min_k", t.tma_min_k);
+      g.set("tma_min_k_cheap", t.tma_min_k_cheap);
+      g.set("overlap", t.wgmma_overlap ? 1 : 0);
+      g.set("fill_blocks", t.fill_blocks);
+    } else if (lg.schedule == "gpu_attention") {
+      Primitive& f = lg.sched.get("gpu.flash");
+      f.set("wgmma", t.flash_wgmma ? 1 : 0);
+      f.set("min_keys", t.flash_wgmma_min_keys);
+    }
+  }
+}
+
+}  // namespace
+
 CompiledModel lower_for_cuda(const Model& m, const LowerOptions& lo) {
-  return lower_model(m, lower_group_ready_for_gpu, lo);
+  CompiledModel c = lower_model(m, lower_group_ready_for_gpu, lo);
+  add_gpu_template_knobs(c, default_cuda_arch());
+  return c;
 }
 
 std::string default_cuda_arch() { return cuda::cuda_available() ? cuda::device_arch() : "sm_90a"; }

@@ -15,6 +15,7 @@
 
 #include "tessel/driver/artifact.h"
 #include "tessel/driver/options.h"
+#include "tessel/driver/tuning.h"
 #include "tessel/support/error.h"
 #include "tessel/support/fast_hash.h"
 #ifdef TESSEL_HAVE_LLVM
@@ -159,6 +160,9 @@ std::string model_cache_mode(const std::string& what, const DriverOptions& o) {
   std::string mode = what;
   for (const std::string& p : o.disabled_passes) mode += " -" + p;
   if (o.precision != Precision::FP32) mode += str_cat(" --precision ", precision_name(o.precision));
+  // The schedules a tuning database gives change the kernels: its records
+  // for this machine are part of the key.
+  if (!o.tuning_db.empty()) mode += " --tuning-db " + tuning_db_digest(o.tuning_db, o.threads);
   return mode;
 }
 

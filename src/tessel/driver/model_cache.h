@@ -11,7 +11,9 @@
 //     steer shapes are folded into the model);
 //   - the compiler: the running executable's GNU build id (else a hash of its
 //     file), so that any change to tessel or its LLVM linkage misses;
-//   - the CPU: LLVM's name for it and its feature list.
+//   - the CPU: LLVM's name for it and its feature list;
+//   - with --tuning-db, a digest of the database's records for this machine
+//     (the schedules they give change the kernels).
 // A hit is still checked like any artifact (checksum, format version, CPU
 // features); one that fails to load is reported and compiled again.
 //

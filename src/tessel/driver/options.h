@@ -41,6 +41,9 @@ struct DriverOptions {
   std::ostream* print_stream = nullptr;
   uint64_t seed = 0;
   std::ostream* log = nullptr;  // notes and warnings (stderr when null)
+  // --tuning-db: tuned schedules for this machine's kernels (tessel tune);
+  // empty: the default schedules.
+  std::string tuning_db;
 };
 
 // Throws when the target is not implemented yet, or (with

@@ -283,15 +283,19 @@ std::optional<LoweredGroup> GroupLowerer::lower_contraction_with(const Node& c, 
   cpu.cores = std::max(cpu.cores, 2);
   GemmSchedule gs = default_gemm_schedule(cpu, hint(M), hint(columns), k_hint, sched_.parallel, hint(batch));
   gs.parallel_over_m_blocks = sched_.parallel;
+  if (sched_.tuned) apply_gemm_knobs(*sched_.tuned, &gs);
   Stmt body = gemm_nest(ops, gs, fresh("g"));
   std::optional<Dim> parallel_extent;
   // gemm_parallel_extent, as a Dim for the runtime (a loop of one
   // iteration is simplified away).
-  const Dim units = batch * Dim::ceildiv(M, Dim(gs.mc)) * Dim::ceildiv(columns, Dim(gs.nc));
-  if (sched_.parallel && !(units.is_const() && units.value() == 1)) parallel_extent = units;
+  const Dim n_units = gs.parallel_over_n_blocks ? Dim::ceildiv(columns, Dim(gs.nc)) : Dim(1);
+  const Dim units = batch * Dim::ceildiv(M, Dim(gs.mc)) * n_units;
+  if (gs.parallel_over_m_blocks && !(units.is_const() && units.value() == 1)) parallel_extent = units;
   gemm_ = GemmCapture{};
   LoweredGroup lg = finish(body, out_buf, parallel_extent);
   lg.schedule = "gemm";
+  add_gemm_knobs(gs, &lg.sched);
+  lg.gemm_shape = {hint(M), hint(columns), k_hint, hint(batch)};
   return lg;
 }
 

@@ -267,17 +267,21 @@ std::optional<LoweredGroup> GroupLowerer::lower_conv(const Node& c) {
   cpu.cores = std::max(cpu.cores, 2);
   GemmSchedule gs = default_gemm_schedule(cpu, dims[1].value(), positions, K, sched_.parallel, images);
   gs.parallel_over_m_blocks = sched_.parallel;
+  if (sched_.tuned) apply_gemm_knobs(*sched_.tuned, &gs);
   const Stmt body = gemm_nest(ops, gs, fresh("g"));
   // gemm_parallel_extent as a Dim (a loop of one iteration is simplified away).
   std::optional<Dim> parallel_extent;
-  const Dim units = dims[0] * Dim::ceildiv(dims[1], Dim(gs.mc)) * Dim::ceildiv(Dim(positions), Dim(gs.nc));
-  if (sched_.parallel && !(units.is_const() && units.value() == 1)) parallel_extent = units;
+  const Dim n_units = gs.parallel_over_n_blocks ? Dim::ceildiv(Dim(positions), Dim(gs.nc)) : Dim(1);
+  const Dim units = dims[0] * Dim::ceildiv(dims[1], Dim(gs.mc)) * n_units;
+  if (gs.parallel_over_m_blocks && !(units.is_const() && units.value() == 1)) parallel_extent = units;
 
   for (loop::BufferRef& p : params_) p = flat.view_or_self(p);
   gemm_ = GemmCapture{};
   conv_ = ConvCapture{};
   LoweredGroup lg = finish(body, flat.view_or_self(out_buf), parallel_extent);
   lg.schedule = "conv_gemm";
+  add_gemm_knobs(gs, &lg.sched);
+  lg.gemm_shape = {dims[1].value(), positions, K, images};
   return lg;
 }
 

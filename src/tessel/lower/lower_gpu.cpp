@@ -41,6 +41,16 @@ LoweredGroup lower_group_for_gpu(const FusionGroup& g, const OpRegistry& reg, co
   lg.parallel_extent.reset();  // the grid covers the iterations now
   const bool mma = lg.schedule == "contract" || lg.schedule == "conv_contract";
   lg.schedule = mma ? "gpu_mma" : lg.schedule == "attention" ? "gpu_attention" : "gpu";
+  // The CPU nest's knobs do not apply; the GPU row schedule's do (the GEMM
+  // and flash templates' knobs are the code generator's: the driver adds them).
+  lg.sched = Schedule{lg.schedule, {}};
+  if (lg.schedule == "gpu") {
+    Primitive& rows = lg.sched.get("gpu.rows");
+    rows.set("threads", o.threads_per_block);
+    rows.set("lanes", o.lanes ? 1 : 0);
+    rows.set("row_cache", o.row_cache ? 1 : 0);
+    rows.set("vector_bytes", o.vector_bytes);
+  }
   return lg;
 }
 

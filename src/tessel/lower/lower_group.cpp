@@ -318,8 +318,18 @@ LoweredGroup GroupLowerer::finish(Stmt body, const loop::BufferRef& out_buf, std
 
 }  // namespace lowering
 
-LoweredGroup lower_group(const FusionGroup& g, const OpRegistry& reg, const NestSchedule& s) {
-  TS_CHECK(g.compiled && g.root, "lower_group: group ", g.name, " has no compiled form");
+namespace {
+
+// The nest.* knobs of a tuned schedule over the defaults.
+NestSchedule with_nest_knobs(const NestSchedule& s) {
+  NestSchedule out = s;
+  if (!s.tuned) return out;
+  if (const Primitive* v = s.tuned->find("nest.vector")) out.vector_width = static_cast<int>(v->int_attr("width", 16));
+  if (const Primitive* p = s.tuned->find("nest.parallel")) out.parallel = p->int_attr("on", 1) != 0;
+  return out;
+}
+
+LoweredGroup lower_with(const FusionGroup& g, const OpRegistry& reg, const NestSchedule& s) {
   {
     lowering::GroupLowerer attention(g, reg, s);
     if (std::optional<LoweredGroup> lg = attention.try_attention()) return std::move(*lg);
@@ -330,6 +340,30 @@ LoweredGroup lower_group(const FusionGroup& g, const OpRegistry& reg, const Nest
   }
   lowering::GroupLowerer gl(g, reg, s);  // fresh: the GEMM attempt may have left state behind
   return gl.run();
+}
+
+// lg.sched: the kind, the knobs the nest kinds read (the GEMM kinds added
+// theirs), then the tuned schedule's loop primitives.
+void record_schedule(const NestSchedule& s, LoweredGroup* lg) {
+  lg->sched.kind = lg->schedule;
+  if (lg->schedule == "nest") lg->sched.get("nest.vector").set("width", s.vector_width);
+  if (lg->schedule == "nest" || lg->schedule == "depthwise") lg->sched.get("nest.parallel").set("on", s.parallel ? 1 : 0);
+  if (!s.tuned) return;
+  for (const Primitive& p : s.tuned->prims)
+    if (p.name.find('.') == std::string::npos) lg->sched.prims.push_back(p);
+}
+
+}  // namespace
+
+LoweredGroup lower_group(const FusionGroup& g, const OpRegistry& reg, const NestSchedule& s) {
+  TS_CHECK(g.compiled && g.root, "lower_group: group ", g.name, " has no compiled form");
+  const NestSchedule eff = with_nest_knobs(s);
+  LoweredGroup lg = lower_with(g, reg, eff);
+  if (s.tuned)
+    TS_CHECK(s.tuned->kind == lg.schedule, "schedule for ", g.name, ": a ", s.tuned->kind,
+             " schedule does not apply to a ", lg.schedule, " kernel");
+  record_schedule(eff, &lg);
+  return lg;
 }
 
 NestSchedule default_schedule(const FusionGroup&) { return NestSchedule{}; }

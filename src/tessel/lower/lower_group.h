@@ -25,6 +25,7 @@
 #include "tessel/loop/ir.h"
 #include "tessel/passes/fusion.h"
 #include "tessel/schedule/cpu_info.h"
+#include "tessel/schedule/schedule.h"
 
 namespace tessel {
 
@@ -42,6 +43,11 @@ struct NestSchedule {
   // statement (lower/attention_stmt.cpp), for a flash-attention kernel.
   bool gpu_attention = false;
   CpuInfo cpu = cpu_info_from_features("+avx,+avx2,+fma");  // the target, for the GEMM blocking
+  // A schedule chosen for this group (by the tuner, or read from a tuning
+  // database): its template knobs override the choices above and those the
+  // GEMM template derives from the sizes. Its loop primitives are the
+  // caller's to apply to the lowered kernel (schedule/loop_primitives.h).
+  std::optional<Schedule> tuned;
 };
 
 struct LoweredGroup {
@@ -54,6 +60,19 @@ struct LoweredGroup {
   // and "conv_contract" (a Contract statement, NestSchedule::gpu_gemm) or
   // "nest" (the generic loop nest).
   std::string schedule = "nest";
+  // The schedule the kernel was built with, as data: kind `schedule`, the
+  // template knobs in effect (defaults or tuned), then the tuned schedule's
+  // loop primitives. Lowering the group again with it as
+  // NestSchedule::tuned builds the same kernel.
+  Schedule sched;
+  // For the GEMM kinds, the product's sizes (-1 where symbolic): what a
+  // tuner's search space and cost model are built from.
+  struct GemmShape {
+    int64_t m = -1, n = -1, k = -1, batch = 1;
+  } gemm_shape;
+  // The hash of the kernel this group lowers to with the default schedule
+  // (set by the driver: what tuning records are keyed by).
+  std::string default_hash;
 };
 
 // Throws LoweringUnsupported (ops/lowering.h) naming the node that has no

@@ -256,6 +256,12 @@ void check_gemm_schedule(const GemmSchedule& s) {
   TS_CHECK(s.nc % s.nr == 0, "gemm schedule: nc ", s.nc, " is not a multiple of nr ", s.nr);
   TS_CHECK(s.nr % s.vector_lanes == 0, "gemm schedule: nr ", s.nr, " is not a multiple of the vector width ",
            s.vector_lanes);
+  // The packed panels and the partial C block are stack buffers of the
+  // kernel, which the CPU code generator caps at 1 MiB each.
+  constexpr int64_t kMaxScratch = int64_t{1} << 20;
+  const int64_t a = int64_t{s.mc} * s.kc * 4, b = int64_t{s.nc} * s.kc * 4, c = int64_t{s.mc} * s.nc * 4;
+  TS_CHECK(a <= kMaxScratch && b <= kMaxScratch && c <= kMaxScratch, "gemm schedule: blocks mc ", s.mc, " kc ",
+           s.kc, " nc ", s.nc, " need more than ", kMaxScratch, " bytes of stack for a packed block");
 }
 
 // The multiple of blocks that spreads `units` independent units (-1:
@@ -300,6 +306,41 @@ GemmSchedule default_gemm_schedule(const CpuInfo& cpu, int64_t M_hint, int64_t N
   s.pack_a = !(N_hint >= 0 && N_hint <= 4 * int64_t{s.nr});
   check_gemm_schedule(s);
   return s;
+}
+
+void add_gemm_knobs(const GemmSchedule& s, Schedule* out) {
+  Primitive& tile = out->get("gemm.tile");
+  tile.set("mr", s.mr);
+  tile.set("nr", s.nr);
+  tile.set("lanes", s.vector_lanes);
+  Primitive& block = out->get("gemm.block");
+  block.set("mc", s.mc);
+  block.set("kc", s.kc);
+  block.set("nc", s.nc);
+  const char* mode = !s.parallel_over_m_blocks ? "serial" : s.parallel_over_n_blocks ? "tiles" : "m_blocks";
+  out->get("gemm.parallel").set("mode", mode);
+  out->get("gemm.pack").set("a", s.pack_a ? 1 : 0);
+}
+
+void apply_gemm_knobs(const Schedule& sched, GemmSchedule* s) {
+  auto narrow = [](int64_t v) { return static_cast<int>(v); };  // check_schedule bounds them
+  if (const Primitive* t = sched.find("gemm.tile")) {
+    s->mr = narrow(t->int_attr("mr", s->mr));
+    s->nr = narrow(t->int_attr("nr", s->nr));
+    s->vector_lanes = narrow(t->int_attr("lanes", s->vector_lanes));
+  }
+  if (const Primitive* b = sched.find("gemm.block")) {
+    s->mc = narrow(b->int_attr("mc", s->mc));
+    s->kc = narrow(b->int_attr("kc", s->kc));
+    s->nc = narrow(b->int_attr("nc", s->nc));
+  }
+  if (const Primitive* p = sched.find("gemm.parallel")) {
+    const std::string mode = p->attr("mode").value_or("m_blocks");
+    s->parallel_over_m_blocks = mode != "serial";
+    s->parallel_over_n_blocks = mode == "tiles";
+  }
+  if (const Primitive* p = sched.find("gemm.pack")) s->pack_a = p->int_attr("a", s->pack_a) != 0;
+  check_gemm_schedule(*s);
 }
 
 Expr gemm_parallel_extent(const GemmOperands& ops, const GemmSchedule& s) {

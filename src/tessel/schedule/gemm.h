@@ -55,6 +55,7 @@
 
 #include "tessel/loop/ir.h"
 #include "tessel/schedule/cpu_info.h"
+#include "tessel/schedule/schedule.h"
 
 namespace tessel {
 
@@ -102,6 +103,14 @@ struct GemmSchedule {
 // the tasks come from N blocks.
 GemmSchedule default_gemm_schedule(const CpuInfo& cpu, int64_t M_hint, int64_t N_hint, int64_t K_hint,
                                    bool parallel_over_n_blocks = false, int64_t batch_hint = 1);
+
+// `s` as the gemm.* knobs of a schedule (schedule/schedule.h), added to
+// `out` (replacing knobs it already has).
+void add_gemm_knobs(const GemmSchedule& s, Schedule* out);
+// The fields of `s` that `sched`'s gemm.* knobs set, overridden; the result
+// is checked (check_gemm_schedule), so an inconsistent tuned schedule is an
+// error rather than a miscompile.
+void apply_gemm_knobs(const Schedule& sched, GemmSchedule* s);
 
 // The extent of gemm_nest's Parallel loop (what the runtime splits).
 loop::Expr gemm_parallel_extent(const GemmOperands& ops, const GemmSchedule& s);

@@ -1,4 +1,4 @@
-// tessel inspect MODEL [--print-after PASS|all] [--emit graph|fused|loop|llvm|asm|plan|cuda|ptx] [--cuda-arch sm_XY]
+// tessel inspect MODEL [--print-after PASS|all] [--emit graph|fused|loop|schedule|llvm|asm|plan|cuda|ptx] [--cuda-arch sm_XY]
 //                      [--disable-pass NAME]... [--elide-constants]
 #include <algorithm>
 #include <optional>
@@ -24,7 +24,7 @@ namespace {
 
 // What --emit accepts.
 const std::vector<std::string>& emit_kinds() {
-  static const std::vector<std::string> kinds = {"graph", "fused", "loop", "llvm", "asm", "plan", "cuda", "ptx"};
+  static const std::vector<std::string> kinds = {"graph", "fused", "loop", "schedule", "llvm", "asm", "plan", "cuda", "ptx"};
   return kinds;
 }
 
@@ -66,6 +66,14 @@ std::string emit_stage(const Model& m, const std::string& emit, const std::strin
   if (emit == "loop") {
     std::string out;
     for (const LoweredGroup& lg : c.lowered) out += loop::print(lg.kernel) + "\n";
+    return out;
+  }
+  if (emit == "schedule") {
+    std::string out;
+    for (const LoweredGroup& lg : c.lowered) {
+      out += "# " + lg.kernel.name + (lg.default_hash.empty() ? "" : " " + lg.default_hash) + "\n";
+      out += print_schedule(lg.sched);
+    }
     return out;
   }
   return emit == "llvm" ? emit_cpu_llvm_ir(c) : emit_cpu_asm(c);

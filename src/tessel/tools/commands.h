@@ -19,6 +19,7 @@ struct CommonArgs {
   std::string precision = "fp32";
   bool json = false;
   std::vector<std::string> disable_pass;  // --disable-pass NAME (repeatable)
+  std::string tuning_db;                  // --tuning-db PATH
 };
 
 DriverOptions driver_options(const CommonArgs& c);
@@ -60,6 +61,17 @@ struct CompileArgs {
   std::string cuda_arch;  // --target cuda: sm_XY[a]; "" = the device's, else sm_90a
 };
 int cmd_compile(const CompileArgs& a, const CommonArgs& c);
+
+struct TuneArgs {
+  std::string model;
+  std::vector<std::string> inputs;  // NAME=FILE.npy
+  std::string db;                   // --db (default: <cache dir>/tuning.db)
+  std::string budget = "10m";       // --budget: 90s, 10m, 1h
+  int trials = 64;                  // --trials per kernel
+  uint64_t seed = 0;
+  std::string trials_out;           // --trials-out FILE: every measured candidate (JSON lines)
+};
+int cmd_tune(const TuneArgs& a, const CommonArgs& c);
 
 struct TestOnnxArgs {
   std::vector<std::string> dirs;

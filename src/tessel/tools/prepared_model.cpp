@@ -55,6 +55,7 @@ std::unique_ptr<Executable> compile_and_cache(std::unique_ptr<Model> m, const st
   d.precision = o.precision;
   d.dims = dims;
   d.memory_planning = o.memory_planning;
+  d.tuning_db = o.tuning_db;
   compile_model(*m, dims, d);
   std::shared_ptr<const Model> owned(std::move(m));
   std::unique_ptr<CompiledModel> c = compile_for_cpu(*owned, d);

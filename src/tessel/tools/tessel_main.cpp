@@ -36,6 +36,9 @@ void add_common(CLI::App* sub, CommonArgs* c) {
   sub->add_option("--disable-pass", c->disable_pass, "Skip a pass of the pipeline (repeatable; to compare)")
       ->allow_extra_args(false)
       ->type_name("NAME");
+  sub->add_option("--tuning-db", c->tuning_db,
+                  "Tuned schedules from this database (tessel tune --db); kernels without a record keep the default")
+      ->type_name("PATH");
   sub->add_flag("--json", c->json, "Print exactly one JSON object on stdout; logs go to stderr");
 }
 
@@ -91,8 +94,9 @@ int main(int argc, char** argv) {
   inspect->add_option("--print-after", inspect_args.print_after, "Print the IR after this pass, or after every pass (all)")
       ->type_name("PASS|all");
   inspect->add_option("--emit", inspect_args.emit,
-                      "What to print: graph (default), fused (kernel groups), loop (loop IR), llvm, asm, plan (memory "
-                      "plan), cuda (CUDA C++ of the GPU kernels), ptx (their PTX, through NVRTC)");
+                      "What to print: graph (default), fused (kernel groups), loop (loop IR), schedule (each kernel's "
+                      "schedule, docs/tuning.md), llvm, asm, plan (memory plan), cuda (CUDA C++ of the GPU kernels), "
+                      "ptx (their PTX, through NVRTC)");
   inspect->add_option("--cuda-arch", inspect_args.cuda_arch,
                       "Architecture for --emit ptx (default: the GPU's, else sm_90a)")
       ->type_name("sm_XY");
@@ -132,6 +136,23 @@ int main(int argc, char** argv) {
   test->add_option("DIR", test_args.dirs, "Case folders, or folders of case folders")->required();
   add_common(test, &common);
 
+  TuneArgs tune_args;
+  CLI::App* tune = app.add_subcommand(
+      "tune", "Search each kernel's schedules (cost model + measurements on this machine) and record the fastest in "
+              "a tuning database that compile, run and bench read with --tuning-db (docs/tuning.md)");
+  tune->add_option("MODEL", tune_args.model, "Model file (.onnx or .tir)")->required();
+  tune->add_option("--input", tune_args.inputs, "Input value from an .npy file, NAME=FILE.npy (repeatable)")
+      ->allow_extra_args(false)
+      ->type_name("NAME=FILE");
+  tune->add_option("--db", tune_args.db, "Tuning database to write (default <cache dir>/tuning.db)")->type_name("PATH");
+  tune->add_option("--budget", tune_args.budget, "Time for the whole search, e.g. 90s, 10m, 1h (default 10m)");
+  tune->add_option("--trials", tune_args.trials, "Candidates measured per kernel at most (default 64)");
+  tune->add_option("--seed", tune_args.seed, "Seed of the random inputs and of the search (default 0)");
+  tune->add_option("--trials-out", tune_args.trials_out, "Write every measured candidate as JSON lines (for the "
+                                                          "cost model's evaluation)")
+      ->type_name("FILE");
+  add_common(tune, &common);
+
   CLI::App* demo = app.add_subcommand("demo", "Build, run and check a small built-in CNN");
   demo->add_option("--seed", demo_args.seed, "Seed of the random input (default 0)");
   add_common(demo, &common);
@@ -155,6 +176,7 @@ int main(int argc, char** argv) {
   if (inspect->parsed()) file = inspect_args.model;
   if (compile->parsed()) file = compile_args.model;
   if (bench->parsed()) file = bench_args.model;
+  if (tune->parsed()) file = tune_args.model;
   if (test->parsed()) file = test_args.dirs.empty() ? "test-onnx" : test_args.dirs.front();
   if (demo->parsed()) file = "demo";
   try {
@@ -164,6 +186,7 @@ int main(int argc, char** argv) {
     if (compile->parsed()) return cmd_compile(compile_args, common);
     if (test->parsed()) return cmd_test_onnx(test_args, common);
     if (demo->parsed()) return cmd_demo(demo_args, common);
+    if (tune->parsed()) return cmd_tune(tune_args, common);
   } catch (const std::bad_alloc&) {
     return report_error(file, "out of memory", common.json);
   } catch (const std::exception& e) {

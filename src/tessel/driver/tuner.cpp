@@ -1,0 +1,450 @@
+#include "tessel/driver/tuner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <iostream>
+#include <random>
+#include <set>
+
+#include "tessel/driver/compare.h"
+#include "tessel/driver/compiler.h"
+#include "tessel/interp/interpreter.h"
+#include "tessel/runtime/thread_pool.h"
+#include "tessel/schedule/cpu_info.h"
+#include "tessel/support/error.h"
+#include "tessel/tune/cost_model.h"
+#include "tessel/tune/space.h"
+
+#ifdef TESSEL_HAVE_LLVM
+#include "tessel/codegen/cpu/cpu_codegen.h"
+#endif
+
+namespace tessel {
+
+double top_k_recall(const std::vector<KernelTuning>& kernels, size_t k,
+                    const std::function<double(const TuneTrial&)>& predicted) {
+  size_t counted = 0, hits = 0;
+  for (const KernelTuning& kt : kernels) {
+    std::vector<const TuneTrial*> ok;
+    for (const TuneTrial& t : kt.trials)
+      if (!t.wrong) ok.push_back(&t);
+    if (ok.size() <= k) continue;
+    const TuneTrial* best = *std::min_element(ok.begin(), ok.end(), [](auto* a, auto* b) {
+      return a->measured_us < b->measured_us;
+    });
+    std::sort(ok.begin(), ok.end(), [&](auto* a, auto* b) { return predicted(*a) < predicted(*b); });
+    ++counted;
+    if (std::find(ok.begin(), ok.begin() + static_cast<std::ptrdiff_t>(k), best) != ok.begin() + static_cast<std::ptrdiff_t>(k))
+      ++hits;
+  }
+  return counted ? static_cast<double>(hits) / static_cast<double>(counted) : 0.0;
+}
+
+#ifndef TESSEL_HAVE_LLVM
+
+TuneReport tune_for_cpu(const Model&, const std::vector<RtValue>&, const TuneOptions&,
+                        const std::function<void(const KernelTuning&)>&) {
+  fail("this tessel was built without the LLVM CPU code generator: tune needs it");
+}
+
+#else
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Every value of one interpreter run of the graph: inputs, intermediates,
+// outputs (constants are read from the graph itself).
+std::map<const Value*, RtValue> reference_values(const Graph& g, const std::vector<RtValue>& inputs) {
+  std::map<const Value*, RtValue> values;
+  for (size_t i = 0; i < g.inputs.size() && i < inputs.size(); ++i) values[g.inputs[i]] = inputs[i];
+  Interpreter interp;
+  interp.on_node = [&](const Node& n, const std::vector<RtValue>& outs) {
+    for (size_t i = 0; i < outs.size() && i < n.outputs.size(); ++i) values[n.outputs[i]] = outs[i];
+  };
+  interp.run(g, inputs);
+  return values;
+}
+
+// One kernel's buffers at real data: its inputs from the reference run, a
+// fresh output, and the interpreter's output to check against.
+class KernelHarness {
+ public:
+  KernelHarness(const LoweredGroup& lg, const std::map<const Value*, RtValue>& ref,
+                const std::map<std::string, int64_t>& bindings, ThreadPool& pool)
+      : pool_(pool) {
+    const size_t inputs = lg.kernel.num_inputs;
+    for (size_t i = 0; i < inputs; ++i) {
+      const Value* v = lg.params.at(i);
+      if (v->constant) {
+        ptrs_.push_back(const_cast<uint8_t*>(v->constant->raw()));
+        continue;
+      }
+      auto it = ref.find(v);
+      TS_CHECK(it != ref.end() && it->second.tensor.defined(), "tune: no reference value for %", v->name);
+      ptrs_.push_back(const_cast<uint8_t*>(it->second.tensor.raw()));
+      bytes_ += static_cast<int64_t>(it->second.tensor.nbytes());
+    }
+    const Value* out = lg.params.back();
+    auto it = ref.find(out);
+    TS_CHECK(it != ref.end() && it->second.tensor.defined(), "tune: no reference value for %", out->name);
+    expected_ = it->second.tensor;
+    output_ = Tensor(expected_.dtype(), expected_.shape());
+    ptrs_.push_back(output_.mutable_raw());
+    bytes_ += static_cast<int64_t>(output_.nbytes());
+    for (const std::string& s : lg.kernel.syms) {
+      auto b = bindings.find(s);
+      TS_CHECK(b != bindings.end(), "tune: symbol '", s, "' is not bound");
+      syms_.push_back(b->second);
+    }
+    if (lg.parallel_extent) {
+      std::optional<int64_t> n = lg.parallel_extent->eval(bindings);
+      TS_CHECK(n.has_value(), "tune: parallel extent of ", lg.kernel.name, " is not bound");
+      parallel_ = *n;
+    }
+  }
+
+  int64_t bytes() const { return bytes_; }
+  int64_t out_elements() const { return output_.numel(); }
+
+  // One call, its status (0: fine).
+  int32_t run(KernelEntry fn, int64_t parallel) {
+    std::atomic<int32_t> status{0};
+    auto call = [&](int64_t b, int64_t e) {
+      const int32_t rc = fn(ptrs_.data(), syms_.data(), b, e);
+      int32_t zero = 0;
+      if (rc != 0) status.compare_exchange_strong(zero, rc);
+    };
+    if (parallel > 0) {
+      pool_.parallel_for(parallel, call);
+    } else {
+      call(0, 1);
+    }
+    return status.load();
+  }
+
+  // "" when the output matches the interpreter's: the elementwise tolerance
+  // plus a share of the output's scale (the compiled kernels sum in f32,
+  // the interpreter in double).
+  std::string check(KernelEntry fn, int64_t parallel) {
+    std::fill(output_.mutable_raw(), output_.mutable_raw() + output_.nbytes(), uint8_t{0xff});
+    if (int32_t rc = run(fn, parallel); rc != 0) return str_cat("kernel failed with status ", rc);
+    Tolerance tol;
+    tol.rtol = 1e-3;
+    tol.atol = 1e-5 + 1e-4 * max_abs(expected_);
+    return compare_tensors(output_, expected_, tol);
+  }
+
+  // Median microseconds of repeated calls after one warm-up, for about 40 ms
+  // (at least 3, at most 50 calls).
+  double time_us(KernelEntry fn, int64_t parallel) {
+    run(fn, parallel);
+    std::vector<double> t;
+    const auto start = Clock::now();
+    while (t.size() < 3 || (t.size() < 50 && seconds_since(start) < 0.04)) {
+      const auto t0 = Clock::now();
+      run(fn, parallel);
+      t.push_back(seconds_since(t0) * 1e6);
+    }
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+  }
+
+  int64_t parallel() const { return parallel_; }
+
+ private:
+  static double max_abs(const Tensor& t) {
+    if (!is_float(t.dtype())) return 0;
+    double m = 0;
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      const double v = std::abs(t.get_f64(i));
+      if (std::isfinite(v)) m = std::max(m, v);
+    }
+    return m;
+  }
+  ThreadPool& pool_;
+  std::vector<void*> ptrs_;
+  std::vector<int64_t> syms_;
+  Tensor expected_, output_;
+  int64_t parallel_ = 0;
+  int64_t bytes_ = 0;
+};
+
+// A distinct kernel of the model: the first group that runs it.
+struct Target {
+  const FusionGroup* group;
+  LoweredGroup lowered;
+  int uses = 1;
+};
+
+std::vector<Target> distinct_kernels(const CompiledModel& c) {
+  std::vector<Target> out;
+  std::map<std::string, size_t> by_entry;
+  size_t next = 0;
+  for (const FusionGroup& g : c.plan.groups) {
+    if (!g.compiled) continue;
+    const LoweredGroup& lg = c.lowered.at(next++);
+    const std::string& entry = c.entry.at(lg.kernel.name);
+    auto [it, fresh] = by_entry.emplace(entry, out.size());
+    if (fresh) {
+      out.push_back({&g, lg, 1});
+    } else {
+      ++out[it->second].uses;
+    }
+  }
+  return out;
+}
+
+KernelFacts facts_of(const LoweredGroup& lg, const KernelHarness& h) {
+  KernelFacts f;
+  f.kind = lg.schedule;
+  f.m = lg.gemm_shape.m;
+  f.n = lg.gemm_shape.n;
+  f.k = lg.gemm_shape.k;
+  f.batch = lg.gemm_shape.batch;
+  f.out_elements = h.out_elements();
+  f.bytes = h.bytes();
+  f.parallel_units = h.parallel();
+  return f;
+}
+
+// Lowers and compiles candidates together; nullptr entries failed.
+struct Compiled {
+  std::vector<LoweredGroup> lowered;
+  std::vector<KernelEntry> entries;
+  std::shared_ptr<cpu::KernelLibrary> lib;
+};
+
+Compiled compile_candidates(const FusionGroup& g, const std::vector<Schedule>& cands, int* failed) {
+  const OpRegistry& reg = OpRegistry::global();
+  Compiled c;
+  std::vector<loop::Kernel> kernels;
+  std::vector<size_t> index;  // candidate -> kernel index, or npos
+  for (size_t i = 0; i < cands.size(); ++i) {
+    try {
+      c.lowered.push_back(lower_cpu_group(g, reg, cands[i]));
+      c.lowered.back().kernel.name = str_cat("tune_", i);
+      index.push_back(kernels.size());
+      kernels.push_back(c.lowered.back().kernel);
+    } catch (const std::exception&) {
+      c.lowered.emplace_back();
+      index.push_back(std::string::npos);
+      ++*failed;
+    }
+  }
+  c.entries.assign(cands.size(), nullptr);
+  if (kernels.empty()) return c;
+  try {
+    c.lib = cpu::compile_kernels(kernels, cpu::CodegenOptions{});
+  } catch (const std::exception&) {
+    *failed += static_cast<int>(kernels.size());  // one module: any failure fails the batch
+    return c;
+  }
+  for (size_t i = 0; i < cands.size(); ++i)
+    if (index[i] != std::string::npos)
+      c.entries[i] = reinterpret_cast<KernelEntry>(c.lib->lookup(c.lowered[i].kernel.name));
+  return c;
+}
+
+class Search {
+ public:
+  explicit Search(const TuneOptions& o) : o_(o), pool_(o.threads), rng_(o.seed) {
+    cpu_ = host_cpu_info(cpu::host_cpu_features());
+    ceil_.threads = o.threads;
+  }
+
+  TuneReport run(const Model& m, const std::vector<RtValue>& inputs,
+                 const std::function<void(const KernelTuning&)>& on_kernel) {
+    start_ = Clock::now();
+    TuneReport r;
+    const CompiledModel c = lower_for_cpu(m);
+    const auto ref = reference_values(*m.graph, inputs);
+    std::map<std::string, int64_t>& bindings = bindings_;
+    for (size_t i = 0; i < m.graph->inputs.size() && i < inputs.size(); ++i)
+      check_value_matches(inputs[i], m.graph->inputs[i]->type, "input", &bindings);
+    std::vector<Target> targets = distinct_kernels(c);
+    std::vector<KernelTuning> tunings = time_defaults(targets, ref, bindings);
+    double total = 0;
+    for (const KernelTuning& kt : tunings) total += kt.default_us * kt.uses;
+    std::vector<size_t> order(targets.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return tunings[a].default_us * tunings[a].uses > tunings[b].default_us * tunings[b].uses;
+    });
+    double weight_left = total;
+    size_t done = 0;
+    for (size_t i : order) {
+      KernelTuning& kt = tunings[i];
+      const double w = kt.default_us * kt.uses;
+      const double left = o_.budget_s - seconds_since(start_);
+      if (!stopped() && kt.note.empty() && total > 0 && w / total >= o_.min_weight && left > 0) {
+        KernelHarness h(targets[i].lowered, ref, bindings, pool_);
+        search_kernel(*targets[i].group, targets[i].lowered, h, left * w / weight_left, kt);
+      } else if (kt.note.empty()) {
+        kt.note = stopped() ? "interrupted" : left <= 0 ? "budget spent" : "under the weight threshold";
+      }
+      weight_left -= w;
+      ++done;
+      progress(done, tunings.size(), tunings);
+      if (on_kernel) on_kernel(kt);
+    }
+    if (o_.progress_bar && o_.log) *o_.log << "\n";
+    for (const KernelTuning& kt : tunings) {
+      r.default_total_us += kt.default_us * kt.uses;
+      r.tuned_total_us += kt.best_us * kt.uses;
+    }
+    r.kernels = std::move(tunings);
+    r.seconds = seconds_since(start_);
+    r.interrupted = stopped();
+    return r;
+  }
+
+ private:
+  bool stopped() const { return o_.stop && o_.stop->load(); }
+
+  std::vector<KernelTuning> time_defaults(const std::vector<Target>& targets,
+                                          const std::map<const Value*, RtValue>& ref,
+                                          const std::map<std::string, int64_t>& bindings) {
+    std::vector<loop::Kernel> kernels;
+    for (const Target& t : targets) kernels.push_back(t.lowered.kernel);
+    std::shared_ptr<cpu::KernelLibrary> lib;
+    if (!kernels.empty()) lib = cpu::compile_kernels(kernels, cpu::CodegenOptions{});
+    std::vector<KernelTuning> out;
+    for (const Target& t : targets) {
+      KernelTuning kt;
+      kt.name = t.lowered.kernel.name;
+      kt.hash = t.lowered.default_hash;
+      kt.kind = t.lowered.schedule;
+      kt.uses = t.uses;
+      kt.default_schedule = kt.best = t.lowered.sched;
+      KernelHarness h(t.lowered, ref, bindings, pool_);
+      auto fn = reinterpret_cast<KernelEntry>(lib->lookup(kt.name));
+      const std::string bad = h.check(fn, h.parallel());
+      kt.default_us = kt.best_us = h.time_us(fn, h.parallel());
+      if (!bad.empty()) kt.note = "the default does not match the interpreter: " + bad;
+      out.push_back(std::move(kt));
+    }
+    return out;
+  }
+
+  // The next round's candidates: the model's best untried, a neighbour of
+  // the best so far, a random untried one.
+  std::vector<Schedule> next_round(const std::vector<Schedule>& space, const std::set<size_t>& tried,
+                                   const KernelFacts& f, const Schedule& best) {
+    std::vector<std::pair<double, size_t>> ranked;
+    for (size_t i = 0; i < space.size(); ++i) {
+      if (tried.count(i)) continue;
+      const double a = analytical_cost_us(space[i], f, cpu_, ceil_);
+      ranked.push_back({learned_.predict_us(schedule_features(space[i], f, cpu_, ceil_), a), i});
+    }
+    std::sort(ranked.begin(), ranked.end());
+    std::set<size_t> pick;
+    const size_t greedy = static_cast<size_t>(std::max(1, o_.batch - 2));
+    for (size_t j = 0; j < ranked.size() && pick.size() < greedy; ++j) pick.insert(ranked[j].second);
+    std::vector<Schedule> near = neighbours(best, space);
+    std::shuffle(near.begin(), near.end(), rng_);
+    for (const Schedule& s : near) {
+      auto it = std::find(space.begin(), space.end(), s);
+      const size_t idx = static_cast<size_t>(it - space.begin());
+      if (!tried.count(idx) && !pick.count(idx)) {
+        pick.insert(idx);
+        break;
+      }
+    }
+    if (!ranked.empty()) pick.insert(ranked[std::uniform_int_distribution<size_t>(0, ranked.size() - 1)(rng_)].second);
+    std::vector<Schedule> out;
+    for (size_t i : pick) out.push_back(space[i]);
+    return out;
+  }
+
+  void search_kernel(const FusionGroup& g, const LoweredGroup& def, KernelHarness& h, double budget_s,
+                     KernelTuning& kt) {
+    const auto t0 = Clock::now();
+    const KernelFacts f = facts_of(def, h);
+    const std::vector<Schedule> space = search_space(def.sched, f, cpu_);
+    kt.space_size = space.size();
+    std::set<size_t> tried{0};
+    record(kt, def.sched, f, kt.default_us, false);
+    while (!stopped() && seconds_since(t0) < budget_s && static_cast<int>(kt.trials.size()) <= o_.max_trials &&
+           tried.size() < space.size()) {
+      std::vector<Schedule> round = next_round(space, tried, f, kt.best);
+      for (const Schedule& s : round) tried.insert(static_cast<size_t>(std::find(space.begin(), space.end(), s) - space.begin()));
+      Compiled c = compile_candidates(g, round, &kt.failed);
+      for (size_t i = 0; i < round.size() && !stopped(); ++i) {
+        if (!c.entries[i]) continue;
+        // A candidate's parallel loop may have another extent than the default's.
+        const int64_t par = c.lowered[i].parallel_extent ? c.lowered[i].parallel_extent->eval(bindings_).value_or(0) : 0;
+        const std::string bad = h.check(c.entries[i], par);
+        if (!bad.empty()) {
+          ++kt.wrong;
+          record(kt, round[i], f, 0, true);
+          continue;
+        }
+        const double us = h.time_us(c.entries[i], par);
+        record(kt, round[i], f, us, false);
+        if (us < kt.best_us) {
+          kt.best_us = us;
+          kt.best = round[i];
+        }
+      }
+      learned_.fit();
+    }
+    kt.improved = kt.best_us < kt.default_us * (1 - o_.min_gain);
+    if (!kt.improved) {
+      kt.best = kt.default_schedule;
+      kt.best_us = kt.default_us;
+    }
+  }
+
+  void record(KernelTuning& kt, const Schedule& s, const KernelFacts& f, double us, bool wrong) {
+    TuneTrial t;
+    t.schedule = print_schedule(s);
+    t.features = schedule_features(s, f, cpu_, ceil_);
+    t.analytical_us = analytical_cost_us(s, f, cpu_, ceil_);
+    t.predicted_us = learned_.predict_us(t.features, t.analytical_us);
+    t.measured_us = us;
+    t.wrong = wrong;
+    if (!wrong) learned_.add(t.features, t.analytical_us, us);
+    kt.trials.push_back(std::move(t));
+  }
+
+  void progress(size_t done, size_t total, const std::vector<KernelTuning>& ks) {
+    if (!o_.log) return;
+    double def = 0, best = 0;
+    for (const KernelTuning& k : ks) {
+      def += k.default_us * k.uses;
+      best += k.best_us * k.uses;
+    }
+    const double left = std::max(0.0, o_.budget_s - seconds_since(start_));
+    char line[200];
+    std::snprintf(line, sizeof line, "tune: kernels %zu/%zu  kernel time %.0f -> %.0f us (%.2fx)  %.0fs left", done,
+                  total, def, best, best > 0 ? def / best : 1.0, left);
+    if (o_.progress_bar) {
+      *o_.log << "\r" << line << "   " << std::flush;
+    } else {
+      *o_.log << line << "\n";
+    }
+  }
+
+  const TuneOptions& o_;
+  ThreadPool pool_;
+  std::mt19937_64 rng_;
+  CpuInfo cpu_;
+  CpuCeilings ceil_;
+  LearnedCostModel learned_;
+  Clock::time_point start_;
+  std::map<std::string, int64_t> bindings_;  // the model's symbols, from the inputs
+};
+
+}  // namespace
+
+TuneReport tune_for_cpu(const Model& m, const std::vector<RtValue>& inputs, const TuneOptions& o,
+                        const std::function<void(const KernelTuning&)>& on_kernel) {
+  return Search(o).run(m, inputs, on_kernel);
+}
+
+#endif
+
+}  // namespace tessel

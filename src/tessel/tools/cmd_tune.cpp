@@ -1,0 +1,130 @@
+// tessel tune MODEL [--budget 10m] [--trials N] [--db PATH] [--input NAME=FILE.npy]... [--seed N]
+//                   [--trials-out FILE]
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "tessel/driver/json.h"
+#include "tessel/driver/model_loader.h"
+#include "tessel/driver/session.h"
+#include "tessel/driver/tuner.h"
+#include "tessel/driver/tuning.h"
+#include "tessel/support/error.h"
+#include "tessel/tools/commands.h"
+
+namespace tessel::cli {
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+extern "C" void on_interrupt(int) { g_stop.store(true); }
+
+// "90s", "10m", "1h" or plain seconds.
+double parse_budget(const std::string& s) {
+  TS_CHECK(!s.empty(), "--budget: empty");
+  double scale = 1;
+  std::string num = s;
+  switch (s.back()) {
+    case 's': num.pop_back(); break;
+    case 'm': scale = 60; num.pop_back(); break;
+    case 'h': scale = 3600; num.pop_back(); break;
+    default: break;
+  }
+  char* end = nullptr;
+  const double v = std::strtod(num.c_str(), &end);
+  TS_CHECK(!num.empty() && end && *end == 0 && v > 0 && v <= 7 * 24 * 3600 / scale, "--budget: '", s,
+           "' is not a duration (e.g. 90s, 10m, 1h)");
+  return v * scale;
+}
+
+Json trial_json(const KernelTuning& k, const TuneTrial& t) {
+  Json j = Json::object();
+  j.set("kernel", k.name);
+  j.set("hash", k.hash);
+  j.set("kind", k.kind);
+  j.set("schedule", t.schedule);
+  j.set("analytical_us", t.analytical_us);
+  j.set("predicted_us", t.predicted_us);
+  j.set("measured_us", t.measured_us);
+  j.set("wrong", t.wrong);
+  Json f = Json::array();
+  for (double x : t.features) f.push(x);
+  j.set("features", f);
+  return j;
+}
+
+}  // namespace
+
+int cmd_tune(const TuneArgs& a, const CommonArgs& c) {
+  DriverOptions o = driver_options(c);
+  TS_CHECK(o.target == Target::Cpu, "tune: only --target cpu can be tuned so far");
+  check_options_supported(o, /*needs_device=*/false);
+  TuneOptions t;
+  t.budget_s = parse_budget(a.budget);
+  TS_CHECK(a.trials >= 0 && a.trials <= 100000, "--trials: must be between 0 and 100000");
+  t.max_trials = a.trials;
+  t.threads = o.threads > 0 ? o.threads : 2;
+  t.seed = a.seed + 1;
+  t.log = &std::cerr;
+  t.progress_bar = isatty(STDERR_FILENO) != 0;
+  t.stop = &g_stop;
+  const std::string db_path = a.db.empty() ? default_tuning_db_path() : a.db;
+
+  std::vector<std::pair<std::string, std::string>> files;
+  for (const auto& spec : a.inputs) files.push_back(parse_input_binding(spec));
+  std::unique_ptr<Model> m = load_model(a.model);
+  const auto given = read_input_files(*m->graph, files);
+  const auto dims = bind_symbols(*m->graph, given, o.dims, &std::cerr);
+  fold_shape_inputs(*m, given, o.target);
+  compile_model(*m, dims, o);
+  const std::vector<RtValue> inputs = assemble_inputs(*m->graph, given, dims, a.seed, &std::cerr);
+
+  std::ofstream trials;
+  if (!a.trials_out.empty()) {
+    trials.open(a.trials_out);
+    TS_CHECK(trials.good(), "--trials-out: cannot write ", a.trials_out);
+  }
+  TuningRecorder recorder(db_path, t.threads);
+  auto previous = std::signal(SIGINT, on_interrupt);
+  const TuneReport r = tune_for_cpu(*m, inputs, t, [&](const KernelTuning& k) {
+    recorder.record(k);
+    if (trials.is_open())
+      for (const TuneTrial& tr : k.trials) trials << trial_json(k, tr).dump() << "\n";
+  });
+  std::signal(SIGINT, previous);
+
+  size_t improved = 0, measured = 0, wrong = 0;
+  for (const KernelTuning& k : r.kernels) {
+    improved += k.improved;
+    measured += k.trials.size();
+    wrong += static_cast<size_t>(k.wrong);
+  }
+  const double ratio = r.tuned_total_us > 0 ? r.default_total_us / r.tuned_total_us : 1;
+  if (c.json) {
+    Json j = Json::object();
+    j.set("model", a.model);
+    j.set("db", db_path);
+    j.set("seconds", r.seconds);
+    j.set("interrupted", r.interrupted);
+    j.set("kernels", static_cast<int64_t>(r.kernels.size()));
+    j.set("improved", static_cast<int64_t>(improved));
+    j.set("measured", static_cast<int64_t>(measured));
+    j.set("wrong", static_cast<int64_t>(wrong));
+    j.set("default_kernel_us", r.default_total_us);
+    j.set("tuned_kernel_us", r.tuned_total_us);
+    std::cout << j.dump() << "\n";
+  } else {
+    std::printf("tuned %s in %.0f s%s: %zu kernels, %zu improved, %zu candidates measured, %zu wrong discarded\n",
+                a.model.c_str(), r.seconds, r.interrupted ? " (interrupted)" : "", r.kernels.size(), improved,
+                measured, wrong);
+    std::printf("kernel time (sum of medians x uses): %.0f us -> %.0f us (%.2fx); records in %s\n",
+                r.default_total_us, r.tuned_total_us, ratio, db_path.c_str());
+  }
+  return r.interrupted ? 130 : 0;
+}
+
+}  // namespace tessel::cli

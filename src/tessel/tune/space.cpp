@@ -1,0 +1,149 @@
+#include "tessel/tune/space.h"
+
+#include <algorithm>
+#include <set>
+
+namespace tessel {
+
+namespace {
+
+struct Tile {
+  int mr, nr, lanes;
+};
+
+int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+// Register tiles for each vector width the target has: acc (mr * nr/lanes)
+// + nr/lanes B vectors + one broadcast within the registers, at least 8
+// accumulators (two FMA pipes of four cycles' latency), the tallest mr for
+// each nr and the one two below it (a shorter tile wastes less on a small M).
+std::vector<Tile> register_tiles(const CpuInfo& cpu, int64_t m) {
+  std::vector<Tile> tiles;
+  for (int lanes = 8; lanes <= cpu.vector_lanes_f32; lanes *= 2) {
+    for (int vecs = 1; vecs <= 4; ++vecs) {
+      const int nr = vecs * lanes;
+      const int max_mr = std::min(32, (cpu.vector_registers - vecs - 1) / vecs);
+      for (int mr : {max_mr, max_mr - 2, max_mr / 2}) {
+        if (mr < 1 || mr * vecs < 8) continue;
+        if (m > 0 && mr > round_up(m, 2) && mr != 1) continue;  // taller than the product
+        tiles.push_back({mr, nr, lanes});
+      }
+    }
+  }
+  std::sort(tiles.begin(), tiles.end(), [](const Tile& a, const Tile& b) {
+    return std::tie(a.lanes, a.nr, a.mr) < std::tie(b.lanes, b.nr, b.mr);
+  });
+  tiles.erase(std::unique(tiles.begin(), tiles.end(),
+                          [](const Tile& a, const Tile& b) { return a.mr == b.mr && a.nr == b.nr && a.lanes == b.lanes; }),
+              tiles.end());
+  return tiles;
+}
+
+// Multiples of `step` near each target, at most `cap` and no larger than the
+// extent rounded up (a block past the extent only costs stack).
+std::vector<int64_t> block_sizes(std::initializer_list<int64_t> targets, int64_t step, int64_t extent, int64_t cap) {
+  std::set<int64_t> out;
+  const int64_t limit = extent > 0 ? std::min(cap, round_up(extent, step)) : cap;
+  for (int64_t t : targets) {
+    const int64_t v = std::min(std::max(step, t / step * step), limit / step * step);
+    if (v >= step) out.insert(v);
+  }
+  return {out.begin(), out.end()};
+}
+
+constexpr int64_t kScratchFloats = (int64_t{1} << 20) / 4;  // gemm.h's 1 MiB cap per packed block
+
+void gemm_space(const Schedule& base, const KernelFacts& f, const CpuInfo& cpu, std::vector<Schedule>* out) {
+  const std::string mode = base.find("gemm.parallel") ? base.find("gemm.parallel")->attr("mode").value_or("tiles")
+                                                      : "tiles";
+  const std::vector<std::string> modes =
+      mode == "serial" ? std::vector<std::string>{"serial"} : std::vector<std::string>{"tiles", "m_blocks"};
+  for (const Tile& t : register_tiles(cpu, f.m)) {
+    for (int64_t kc : block_sizes({128, 256, 512}, 16, f.k, 1024)) {
+      for (int64_t mc : block_sizes({t.mr * 8, t.mr * 16, t.mr * 32}, t.mr, f.m, kScratchFloats / kc)) {
+        for (int64_t nc : block_sizes({128, 256, 512, 1024}, t.nr, f.n, kScratchFloats / std::max(kc, mc))) {
+          for (const std::string& md : modes) {
+            for (int pack : {1, 0}) {
+              Schedule s = base;
+              Primitive& tile = s.get("gemm.tile");
+              tile.set("mr", t.mr);
+              tile.set("nr", t.nr);
+              tile.set("lanes", t.lanes);
+              Primitive& block = s.get("gemm.block");
+              block.set("mc", mc);
+              block.set("kc", kc);
+              block.set("nc", nc);
+              s.get("gemm.parallel").set("mode", md);
+              s.get("gemm.pack").set("a", pack);
+              out->push_back(std::move(s));
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+void nest_space(const Schedule& base, const CpuInfo& cpu, bool vector, std::vector<Schedule>* out) {
+  const bool parallel = base.find("nest.parallel") && base.find("nest.parallel")->int_attr("on", 0) != 0;
+  for (int on : parallel ? std::vector<int>{1, 0} : std::vector<int>{0}) {
+    std::vector<int> widths{0};  // 0: the width is not a knob of this kind
+    if (vector) {
+      widths.clear();
+      for (int w = 4; w <= 2 * cpu.vector_lanes_f32; w *= 2) widths.push_back(w);
+    }
+    for (int w : widths) {
+      Schedule s = base;
+      if (w) s.get("nest.vector").set("width", w);
+      s.get("nest.parallel").set("on", on);
+      out->push_back(std::move(s));
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<Schedule> search_space(const Schedule& def, const KernelFacts& f, const CpuInfo& cpu) {
+  std::vector<Schedule> all;
+  if (def.kind == "gemm" || def.kind == "conv_gemm") gemm_space(def, f, cpu, &all);
+  if (def.kind == "nest") nest_space(def, cpu, true, &all);
+  if (def.kind == "depthwise") nest_space(def, cpu, false, &all);
+  std::vector<Schedule> out{def};
+  for (Schedule& s : all) {
+    if (s == def) continue;
+    try {
+      check_schedule(s);
+    } catch (const std::exception&) {
+      continue;  // e.g. mc not a multiple of mr after the caps
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+namespace {
+
+size_t knob_distance(const Schedule& a, const Schedule& b) {
+  size_t d = 0;
+  for (const Primitive& p : a.prims) {
+    const Primitive* q = b.find(p.name);
+    if (!q) {
+      d += p.attrs.size();
+      continue;
+    }
+    for (const auto& [k, v] : p.attrs)
+      if (q->attr(k) != v) ++d;
+  }
+  return d;
+}
+
+}  // namespace
+
+std::vector<Schedule> neighbours(const Schedule& s, const std::vector<Schedule>& space) {
+  std::vector<Schedule> out;
+  for (const Schedule& c : space)
+    if (const size_t d = knob_distance(s, c); d >= 1 && d <= 2) out.push_back(c);
+  return out;
+}
+
+}  // namespace tessel

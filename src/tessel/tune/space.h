@@ -1,0 +1,47 @@
+// The search space of one kernel: the schedules a tuner may try, derived
+// from the kernel's kind and sizes and from the target (vector width,
+// registers, caches), never from the model it came from.
+//
+//   gemm, conv_gemm   register tiles that fit the vector registers (MR x NR
+//                     accumulators + NR/L B vectors + a broadcast) with at
+//                     least 8 independent FMA chains, for each vector width
+//                     the target has; cache blocks KC (the B micro-panel in
+//                     L1), MC (the packed A block in L2), NC (the packed B
+//                     block, within the 1 MiB stack cap); the parallel
+//                     decomposition (M blocks or M x N tiles); A packed or
+//                     read in place.
+//   nest              the innermost loop's vector width; the parallel loop
+//                     on or off (a small kernel may not pay for a fork).
+//   depthwise         the parallel loop on or off.
+//
+// Other kinds (contract, attention: GPU templates) have no CPU space yet and
+// get only their default.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tessel/schedule/cpu_info.h"
+#include "tessel/schedule/schedule.h"
+
+namespace tessel {
+
+// What the space and the cost model know of a kernel.
+struct KernelFacts {
+  std::string kind;                            // LoweredGroup::schedule
+  int64_t m = -1, n = -1, k = -1, batch = 1;   // GEMM kinds (-1: symbolic)
+  int64_t out_elements = 0;                    // output tensor elements
+  int64_t bytes = 0;                           // bytes of every param (read or written once)
+  int64_t parallel_units = 0;                  // iterations of the parallel loop (0: none)
+};
+
+// Every candidate, the default first; each passes check_schedule.
+std::vector<Schedule> search_space(const Schedule& default_schedule, const KernelFacts& f, const CpuInfo& cpu);
+
+// Neighbours of `s` in the space: the schedules that differ from it in one
+// or two knob values (a register tile is two; the mutation of an
+// evolutionary search).
+std::vector<Schedule> neighbours(const Schedule& s, const std::vector<Schedule>& space);
+
+}  // namespace tessel
