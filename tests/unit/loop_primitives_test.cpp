@@ -15,6 +15,9 @@
 #include "tessel/loop/eval.h"
 #include "tessel/loop/printer.h"
 #include "tessel/support/error.h"
+#ifdef TESSEL_HAVE_CODEGEN_CPU
+#include "tessel/codegen/cpu/cpu_codegen.h"
+#endif
 
 namespace tessel {
 namespace {
@@ -24,7 +27,7 @@ using loop::Kernel;
 Kernel kernel(const std::string& text) { return loop::parse_kernel(text); }
 
 // A schedule from primitive lines in the text form ("split i factor=4 tail=guard").
-Schedule sched(std::initializer_list<std::string> lines) {
+Schedule sched(const std::vector<std::string>& lines) {
   Schedule s{"nest", {}};
   for (const std::string& line : lines) {
     std::istringstream in(line);
@@ -93,14 +96,14 @@ void expect_same(const Kernel& before, const Kernel& after, const std::map<std::
     EXPECT_EQ(run(before, syms, seed), run(after, syms, seed)) << loop::print(after) << " with seed " << seed;
 }
 
-Kernel apply(const Kernel& k, std::initializer_list<std::string> lines, const ScheduleLimits& l = {}) {
+Kernel scheduled(const Kernel& k, const std::vector<std::string>& lines, const ScheduleLimits& l = {}) {
   return apply_loop_primitives(k, sched(lines), l);
 }
 
-void expect_rejected(const Kernel& k, std::initializer_list<std::string> lines, const std::string& message,
+void expect_rejected(const Kernel& k, const std::vector<std::string>& lines, const std::string& message,
                      const ScheduleLimits& l = {}) {
   try {
-    const Kernel out = apply(k, lines, l);
+    const Kernel out = scheduled(k, lines, l);
     ADD_FAILURE() << "accepted, expected \"" << message << "\":\n" << loop::print(out);
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
@@ -148,7 +151,7 @@ const char* kTriangle =
 
 TEST(LoopPrimitives, SplitWithAGuardKeepsEveryIteration) {
   const Kernel k = kernel(kShifted);
-  const Kernel s = apply(k, {"split i factor=4 outer=i_o inner=i_i tail=guard"});
+  const Kernel s = scheduled(k, {"split i factor=4 outer=i_o inner=i_i tail=guard"});
   EXPECT_TRUE(has(s, "for i_o in [0, ")) << loop::print(s);
   EXPECT_TRUE(has(s, "for i_i in [0, 4)")) << loop::print(s);
   EXPECT_TRUE(has(s, "if ")) << loop::print(s);
@@ -158,7 +161,7 @@ TEST(LoopPrimitives, SplitWithAGuardKeepsEveryIteration) {
 TEST(LoopPrimitives, SplitOfADividingExtentNeedsNoGuard) {
   const Kernel k = kernel(kRows);
   for (const char* tail : {"guard", "none", "peel"}) {
-    const Kernel s = apply(k, {std::string("split j factor=4 tail=") + tail});
+    const Kernel s = scheduled(k, {std::string("split j factor=4 tail=") + tail});
     EXPECT_FALSE(has(s, "if ")) << loop::print(s);
     EXPECT_FALSE(has(s, "_tail")) << loop::print(s);
     EXPECT_TRUE(has(s, "for j_o in [0, 2)")) << loop::print(s);
@@ -170,7 +173,7 @@ TEST(LoopPrimitives, SplitWithoutATailOfASymbolicMultiple) {
   const Kernel k = kernel(
       "kernel m(in %x: i32[n * 4], out %o: i32[n * 4]) syms(n) {\n"
       "  for i in [0, n * 4) {\n    o[i] = x[i] + 1i32\n  }\n}\n");
-  const Kernel s = apply(k, {"split i factor=4 tail=none"});
+  const Kernel s = scheduled(k, {"split i factor=4 tail=none"});
   EXPECT_FALSE(has(s, "if ")) << loop::print(s);
   for (int64_t n : {0, 1, 5}) expect_same(k, s, {{"n", n}});
 }
@@ -185,7 +188,7 @@ TEST(LoopPrimitives, SplitWithAPeeledRemainderRenamesItsCopy) {
       "    }\n"
       "  }\n"
       "}\n");
-  const Kernel s = apply(k, {"split i factor=4 tail=peel"});
+  const Kernel s = scheduled(k, {"split i factor=4 tail=peel"});
   EXPECT_TRUE(has(s, "for i_tail in [0, ")) << loop::print(s);
   EXPECT_TRUE(has(s, "for j_tail in [0, 3)")) << loop::print(s);
   EXPECT_TRUE(has(s, "let v_tail = ")) << loop::print(s);
@@ -212,7 +215,7 @@ TEST(LoopPrimitives, SplitRejections) {
 
 TEST(LoopPrimitives, ReorderPermutesAPerfectNest) {
   const Kernel k = kernel(kMatmul);
-  const Kernel s = apply(k, {"reorder r i j"});
+  const Kernel s = scheduled(k, {"reorder r i j"});
   const std::string text = loop::print(s);
   EXPECT_LT(text.find("for r in"), text.find("for i in")) << text;
   EXPECT_LT(text.find("for i in"), text.find("for j in")) << text;
@@ -220,7 +223,7 @@ TEST(LoopPrimitives, ReorderPermutesAPerfectNest) {
   const Kernel t = kernel(
       "kernel tr(in %x: f32[m, n], out %o: f32[n, m]) syms(n, m) {\n"
       "  for i in [0, n) {\n    for j in [0, m) {\n      o[i, j] = x[j, i]\n    }\n  }\n}\n");
-  const Kernel u = apply(t, {"reorder j i"});
+  const Kernel u = scheduled(t, {"reorder j i"});
   EXPECT_LT(loop::print(u).find("for j in"), loop::print(u).find("for i in"));
   expect_same(t, u, {{"n", 3}, {"m", 7}});
 }
@@ -252,13 +255,13 @@ TEST(LoopPrimitives, FuseMakesOneLoopOfTwo) {
   const Kernel k = kernel(
       "kernel f(in %x: f32[n, m], out %o: f32[n, m]) syms(n, m) {\n"
       "  for i in [1, n) {\n    for j in [2, m) {\n      o[i, j] = x[i, j] + x[i - 1, j - 2]\n    }\n  }\n}\n");
-  const Kernel s = apply(k, {"fuse i j into=ij"});
+  const Kernel s = scheduled(k, {"fuse i j into=ij"});
   EXPECT_TRUE(has(s, "for ij in [0, ")) << loop::print(s);
   EXPECT_FALSE(has(s, "for i in")) << loop::print(s);
   for (auto [n, m] : {std::pair<int64_t, int64_t>{4, 6}, {1, 5}, {3, 2}, {0, 0}, {2, 3}})
     expect_same(k, s, {{"n", n}, {"m", m}});
   const Kernel c = kernel(kRows);
-  const Kernel t = apply(c, {"fuse i j into=f"});
+  const Kernel t = scheduled(c, {"fuse i j into=f"});
   expect_same(c, t, {{"n", 5}});
 }
 
@@ -274,7 +277,7 @@ TEST(LoopPrimitives, FuseRejections) {
 
 TEST(LoopPrimitives, TileSplitsBothAndReorders) {
   const Kernel k = kernel(kMatmul);
-  const Kernel s = apply(k, {"tile i j f1=2 f2=4"});
+  const Kernel s = scheduled(k, {"tile i j f1=2 f2=4"});
   const std::string text = loop::print(s);
   size_t at = 0;
   for (const char* l : {"for i_o in", "for j_o in", "for i_i in [0, 2)", "for j_i in [0, 4)", "for r in"}) {
@@ -292,16 +295,16 @@ TEST(LoopPrimitives, TileSplitsBothAndReorders) {
 
 TEST(LoopPrimitives, VectorizeAndUnroll) {
   const Kernel k = kernel(kRows);
-  const Kernel v = apply(k, {"vectorize j"});
+  const Kernel v = scheduled(k, {"vectorize j"});
   EXPECT_TRUE(has(v, "vectorized for j in [0, 8)")) << loop::print(v);
   expect_same(k, v, {{"n", 3}});
-  const Kernel u = apply(k, {"split j factor=2 tail=none", "unroll j_i", "vectorize j_o"});
+  const Kernel u = scheduled(k, {"split j factor=2 tail=none", "unroll j_i", "vectorize j_o"});
   EXPECT_TRUE(has(u, "vectorized for j_o in [0, 4)")) << loop::print(u);
   EXPECT_TRUE(has(u, "unrolled for j_i in [0, 2)")) << loop::print(u);
   expect_same(k, u, {{"n", 3}});
   // Split with a peeled remainder, the shape a vectoriser wants: full vectors, then the rest.
   const Kernel s = kernel(kShifted);
-  const Kernel p = apply(s, {"split i factor=4 tail=peel", "vectorize i_i"});
+  const Kernel p = scheduled(s, {"split i factor=4 tail=peel", "vectorize i_i"});
   EXPECT_TRUE(has(p, "vectorized for i_i in [0, 4)")) << loop::print(p);
   for (int64_t n : {3, 9, 12}) expect_same(s, p, {{"n", n}});
 }
@@ -331,7 +334,7 @@ TEST(LoopPrimitives, VectorizeAndUnrollRejections) {
 
 TEST(LoopPrimitives, ParallelTasksComputeTheirRows) {
   const Kernel k = kernel(kRows);
-  const Kernel p = apply(k, {"split i factor=2", "parallel i_o", "vectorize j"});
+  const Kernel p = scheduled(k, {"split i factor=2", "parallel i_o", "vectorize j"});
   EXPECT_TRUE(has(p, "parallel for i_o in")) << loop::print(p);
   expect_same(k, p, {{"n", 5}});
   // Two tasks, [0, 1) and [1, 3) of the three chunks, together do the whole kernel.
@@ -371,13 +374,13 @@ const char* kGrid =
 
 TEST(LoopPrimitives, BindMapsLoopsOntoGpuAxes) {
   const Kernel k = kernel(kGrid);
-  const Kernel g = apply(k, {"bind b axis=gpu.block.x", "bind t axis=gpu.thread.x"}, gpu());
+  const Kernel g = scheduled(k, {"bind b axis=gpu.block.x", "bind t axis=gpu.thread.x"}, gpu());
   EXPECT_TRUE(has(g, "gpu.block.x for b in [0, n)")) << loop::print(g);
   EXPECT_TRUE(has(g, "gpu.thread.x for t in [0, 32)")) << loop::print(g);
   loop::verify(g, loop::Target::Cuda);
   expect_same(k, g, {{"n", 3}});
   // A split for a block of 256 threads over a flattened index.
-  const Kernel f = apply(k, {"fuse b t into=e", "split e factor=256 outer=blk inner=thr",
+  const Kernel f = scheduled(k, {"fuse b t into=e", "split e factor=256 outer=blk inner=thr",
                              "bind blk axis=gpu.block.x", "bind thr axis=gpu.thread.x"}, gpu());
   EXPECT_TRUE(has(f, "gpu.thread.x for thr in [0, 256)")) << loop::print(f);
   for (int64_t n : {1, 8, 9}) expect_same(k, f, {{"n", n}});
@@ -403,7 +406,7 @@ TEST(LoopPrimitives, BindRejections) {
   const Kernel wide = kernel(
       "kernel wide(in %x: f32[70000], out %o: f32[70000]) {\n  for c in [0, 70000) {\n    o[c] = x[c]\n  }\n}\n");
   expect_rejected(wide, {"bind c axis=gpu.block.y"}, "bind c: gpu.block.y loop c has 70000 blocks", gpu());
-  EXPECT_NO_THROW(apply(wide, {"bind c axis=gpu.block.x"}, gpu()));
+  EXPECT_NO_THROW(scheduled(wide, {"bind c axis=gpu.block.x"}, gpu()));
   const Kernel sum = kernel(
       "kernel s(in %x: f32[32], out %o: f32[]) {\n  for t in [0, 32) {\n    o[] = o[] + x[t]\n  }\n}\n");
   expect_rejected(sum, {"bind t axis=gpu.thread.x"}, "bind t: loop t stores to %o at an index that does not depend",
@@ -416,7 +419,7 @@ TEST(LoopPrimitives, SharedMemoryWithinTheLimit) {
                           "  for t in [0, 32) {\n    allocate %s: f32[", elems, "] shared\n"
                           "    s[t] = x[t]\n    o[t] = s[t]\n  }\n}\n"));
   };
-  EXPECT_NO_THROW(apply(shared(1024), {"bind t axis=gpu.thread.x"}, gpu()));
+  EXPECT_NO_THROW(scheduled(shared(1024), {"bind t axis=gpu.thread.x"}, gpu()));
   expect_rejected(shared(65536), {"bind t axis=gpu.thread.x"},
                   "bind t: the kernel's shared buffers take 262144 bytes, more than the limit of 232448", gpu());
   expect_rejected(shared(65536), {}, "shared buffers take 262144 bytes", gpu());
@@ -424,13 +427,49 @@ TEST(LoopPrimitives, SharedMemoryWithinTheLimit) {
 
 TEST(LoopPrimitives, TemplateKnobsAreSkippedAndUnknownNamesRejected) {
   const Kernel k = kernel(kRows);
-  const Kernel s = apply(k, {"nest.vector width=16", "unroll j"});
+  const Kernel s = scheduled(k, {"nest.vector width=16", "unroll j"});
   EXPECT_TRUE(has(s, "unrolled for j")) << loop::print(s);
   expect_rejected(k, {"spilt i factor=2"}, "spilt i: not a loop primitive");
   EXPECT_TRUE(is_loop_primitive("split"));
   EXPECT_TRUE(is_loop_primitive("bind"));
   EXPECT_FALSE(is_loop_primitive("gemm.tile"));
 }
+
+#ifdef TESSEL_HAVE_CODEGEN_CPU
+// The CPU code generator takes what the primitives make (vectorized loops
+// over peeled and guarded splits, a parallel loop run as two tasks, unrolled
+// tiles) and computes what the evaluator does.
+TEST(LoopPrimitives, CompiledScheduledKernelsMatchTheEvaluator) {
+  struct Case {
+    const char* text;
+    std::vector<std::string> prims;
+    std::map<std::string, int64_t> syms;
+  };
+  const Case cases[] = {
+      {kShifted, {"split i factor=8 tail=peel", "vectorize i_i"}, {{"n", 29}}},
+      {kRows, {"split i factor=2", "parallel i_o", "vectorize j"}, {{"n", 7}}},
+      {kMatmul, {"tile i j f1=2 f2=4", "unroll i_i", "vectorize j_i"}, {{"n", 5}, {"m", 7}, {"k", 3}}},
+  };
+  for (const Case& c : cases) {
+    const Kernel k = scheduled(kernel(c.text), c.prims);
+    std::unique_ptr<cpu::KernelLibrary> lib = cpu::compile_kernels({k}, {});
+    std::vector<std::vector<uint8_t>> bufs = random_buffers(k, c.syms, 5);
+    std::vector<void*> ptrs;
+    for (auto& b : bufs) ptrs.push_back(b.data());
+    std::vector<int64_t> syms;
+    for (const std::string& s : k.syms) syms.push_back(c.syms.at(s));
+    // Two calls, as two tasks of the parallel loop (ignored without one).
+    ASSERT_EQ(lib->lookup(k.name)(ptrs.data(), syms.data(), 0, 2), 0);
+    ASSERT_EQ(lib->lookup(k.name)(ptrs.data(), syms.data(), 2, INT64_MAX), 0);
+    if (!has(k, "parallel for")) {
+      bufs = random_buffers(k, c.syms, 5);  // a kernel without one ran twice: run it once
+      for (size_t i = 0; i < bufs.size(); ++i) ptrs[i] = bufs[i].data();
+      ASSERT_EQ(lib->lookup(k.name)(ptrs.data(), syms.data(), 0, INT64_MAX), 0);
+    }
+    EXPECT_EQ(bufs, run(kernel(c.text), c.syms, 5)) << loop::print(k);
+  }
+}
+#endif
 
 }  // namespace
 }  // namespace tessel
