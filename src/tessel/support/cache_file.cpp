@@ -47,26 +47,35 @@ std::optional<std::string> read_cache_file(const std::string& path, const std::s
 }
 
 void write_cache_file(const std::string& path, const std::string& magic, const std::string& payload) {
+  try {
+    write_file_atomic(path, header_for(magic, payload) + payload);
+  } catch (const Error& e) {
+    warn(e.what());
+  }
+}
+
+void write_file_atomic(const std::string& path, std::string_view bytes) {
   const fs::path target(path);
   std::error_code ec;
   fs::create_directories(target.parent_path(), ec);
-  if (ec) return warn("cannot create " + target.parent_path().string() + ": " + ec.message());
+  TS_CHECK(!ec, "cannot create ", target.parent_path().string(), ": ", ec.message());
   std::random_device rd;
   fs::path tmp = target;
   tmp += ".tmp." + std::to_string(::getpid()) + "." + std::to_string(rd());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << header_for(magic, payload) << payload;
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     out.flush();
     if (!out) {
       fs::remove(tmp, ec);
-      return warn("cannot write " + tmp.string());
+      fail("cannot write ", tmp.string());
     }
   }
   fs::rename(tmp, target, ec);
   if (ec) {
-    warn("cannot rename " + tmp.string() + ": " + ec.message());
+    const std::string why = ec.message();
     fs::remove(tmp, ec);
+    fail("cannot rename ", tmp.string(), ": ", why);
   }
 }
 

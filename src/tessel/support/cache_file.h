@@ -9,6 +9,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace tessel {
 
@@ -18,5 +19,11 @@ std::optional<std::string> read_cache_file(const std::string& path, const std::s
 // Creates the parent folder as needed. Failing to write is a warning on
 // stderr ("warning: kernel cache: ..."), never an error: a cache is optional.
 void write_cache_file(const std::string& path, const std::string& magic, const std::string& payload);
+
+// The write underneath: `bytes` to a unique temporary name beside `path`
+// (creating the parent folder), renamed into place, so a reader sees the old
+// file or the new one, never half of one. Throws tessel::Error saying what
+// failed, for files that are not optional (the tuning database).
+void write_file_atomic(const std::string& path, std::string_view bytes);
 
 }  // namespace tessel
