@@ -257,4 +257,10 @@ size_t TuningDatabase::other_version_count() const {
   return n;
 }
 
+std::vector<TuningRecord> TuningDatabase::records() const {
+  std::vector<TuningRecord> out;
+  for (const auto& [key, r] : records_) out.push_back(r);
+  return out;
+}
+
 }  // namespace tessel

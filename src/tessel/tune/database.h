@@ -37,6 +37,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <vector>
 
 namespace tessel {
 
@@ -73,6 +74,8 @@ class TuningDatabase {
   const std::string& path() const { return path_; }
   const std::string& version() const { return version_; }
   size_t size() const { return records_.size(); }  // all versions and machines
+  // Every record, all versions and machines, in key order.
+  std::vector<TuningRecord> records() const;
   // Of size(), the records of other tessel versions, which lookup() ignores.
   size_t other_version_count() const;
   // Lines the last read dropped as damaged (0 or 1 for a bad header: the file).
