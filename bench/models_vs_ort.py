@@ -10,7 +10,15 @@ build/models), with batch 1 (or --batch) and seq 128 for text models:
           optimizations, same inputs; median of N runs after W warm-ups.
 Prints one row per model and the geometric mean of tessel/ORT.
 
+With --tuning-db DB, tessel is timed twice, with its default schedules and
+with the tuned ones of DB (`tessel bench --tuning-db`), in alternating
+rounds (--rounds, the median of the rounds' medians kept), so that drift of
+the machine hits both alike; the rows add tuned/default and tuned/ORT.
+With --tune BUDGET as well, `tessel tune` first searches each model on the
+same inputs for at most BUDGET (e.g. 10m) and records into DB.
+
   python3 bench/models_vs_ort.py --tessel build/bin/tessel [--threads 2] [--models a,b] [--json-out F]
+  python3 bench/models_vs_ort.py --tuning-db /tmp/t.db --tune 10m      # tune, then default vs tuned vs ORT
 """
 import argparse
 import json
@@ -44,13 +52,40 @@ def ort_median_ms(model_path, feeds, threads, warmup, iters):
     return statistics.median(times)
 
 
-def tessel_bench(args, model_path, input_args):
+def tessel_bench(args, model_path, input_args, tuning_db=None):
     cmd = [args.tessel, "bench", model_path, "--target", "cpu", "--threads", str(args.threads), "--warmup",
            str(args.warmup), "--iters", str(args.iters), "--json"] + input_args
+    if tuning_db:
+        cmd += ["--tuning-db", tuning_db]
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=args.timeout)
     if p.returncode != 0:
         raise RuntimeError(p.stderr.decode(errors="replace")[-400:])
     return json.loads(p.stdout)
+
+
+def tessel_tune(args, model_path, input_args):
+    cmd = [args.tessel, "tune", model_path, "--target", "cpu", "--threads", str(args.threads), "--budget", args.tune,
+           "--db", args.tuning_db, "--json"] + input_args
+    if args.trials_out:
+        cmd += ["--trials-out", args.trials_out + "." + os.path.basename(model_path) + ".jsonl"]
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=args.timeout)
+    if p.returncode != 0:
+        raise RuntimeError(p.stderr.decode(errors="replace")[-400:])
+    out = json.loads(p.stdout)
+    out["wall_s"] = time.perf_counter() - t0
+    return out
+
+
+def default_and_tuned(args, model, input_args):
+    """Alternating rounds of the default and the tuned model: medians of the rounds' medians."""
+    default, tuned, compile_s = [], [], 0
+    for _ in range(args.rounds):
+        d = tessel_bench(args, model, input_args)
+        default.append(d["median_ms"])
+        compile_s = max(compile_s, d["compile_s"])
+        tuned.append(tessel_bench(args, model, input_args, args.tuning_db)["median_ms"])
+    return statistics.median(default), statistics.median(tuned), compile_s
 
 
 def main():
@@ -66,7 +101,13 @@ def main():
     p.add_argument("--iters", type=int, default=10)
     p.add_argument("--timeout", type=float, default=1800)
     p.add_argument("--json-out")
+    p.add_argument("--tuning-db", help="also time tessel with the tuned schedules of this database")
+    p.add_argument("--tune", help="run `tessel tune --budget TUNE` into --tuning-db first, per model")
+    p.add_argument("--trials-out", help="with --tune: write each model's measured candidates to PREFIX.MODEL.jsonl")
+    p.add_argument("--rounds", type=int, default=3, help="alternating default/tuned rounds (with --tuning-db)")
     args = p.parse_args()
+    if args.tune and not args.tuning_db:
+        p.error("--tune needs --tuning-db")
 
     import numpy as np
 
@@ -90,22 +131,44 @@ def main():
             input_args += ["--input", f"{name}={path}"]
         row = {"model": stem}
         try:
-            t = tessel_bench(args, model, input_args)
-            row.update(tessel_ms=t["median_ms"], compile_s=t["compile_s"])
+            if args.tune:
+                t = tessel_tune(args, model, input_args)
+                row.update(tune_s=t["wall_s"], tune_improved=t["improved"], tune_kernels=t["kernels"],
+                           tune_measured=t["measured"], tune_wrong=t["wrong"])
+            if args.tuning_db:
+                d, tu, cs = default_and_tuned(args, model, input_args)
+                row.update(tessel_ms=d, tuned_ms=tu, compile_s=cs)
+            else:
+                t = tessel_bench(args, model, input_args)
+                row.update(tessel_ms=t["median_ms"], compile_s=t["compile_s"])
         except (RuntimeError, subprocess.TimeoutExpired) as e:
             row["error"] = str(e)
         row["ort_ms"] = ort_median_ms(model, feeds, args.threads, args.warmup, args.iters)
         if "tessel_ms" in row:
             row["ratio"] = row["tessel_ms"] / row["ort_ms"]
-            print(f"{stem:<20} tessel {row['tessel_ms']:9.2f} ms  ort {row['ort_ms']:9.2f} ms  "
-                  f"ratio {row['ratio']:6.2f}  (compile {row['compile_s']:.1f} s)", flush=True)
+            line = (f"{stem:<20} tessel {row['tessel_ms']:9.2f} ms  ort {row['ort_ms']:9.2f} ms  "
+                    f"ratio {row['ratio']:6.2f}")
+            if "tuned_ms" in row:
+                row["tuned_ratio"] = row["tuned_ms"] / row["ort_ms"]
+                row["tuned_vs_default"] = row["tuned_ms"] / row["tessel_ms"]
+                line += (f"  tuned {row['tuned_ms']:9.2f} ms  tuned/default {row['tuned_vs_default']:5.3f}"
+                         f"  tuned/ort {row['tuned_ratio']:6.2f}")
+            if "tune_s" in row:
+                line += f"  (tune {row['tune_s']:.0f} s, {row['tune_improved']}/{row['tune_kernels']} kernels)"
+            print(line + f"  (compile {row['compile_s']:.1f} s)", flush=True)
         else:
             print(f"{stem:<20} tessel FAILED ({row['error'][:200]})  ort {row['ort_ms']:9.2f} ms", flush=True)
         rows.append(row)
+    def geomean(key):
+        vals = [r[key] for r in rows if key in r]
+        return (math.exp(sum(math.log(v) for v in vals) / len(vals)), len(vals)) if vals else (None, 0)
+
     ratios = [r["ratio"] for r in rows if "ratio" in r]
-    if ratios:
-        geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
-        print(f"geomean tessel/ORT over {len(ratios)} models: {geo:.3f}")
+    for key, what in [("ratio", "tessel/ORT"), ("tuned_ratio", "tuned tessel/ORT"),
+                      ("tuned_vs_default", "tuned/default tessel")]:
+        geo, n = geomean(key)
+        if n:
+            print(f"geomean {what} over {n} models: {geo:.3f}")
     if args.json_out:
         with open(args.json_out, "w") as f:
             json.dump(rows, f, indent=1)
