@@ -52,6 +52,13 @@ def ort_median_ms(model_path, feeds, threads, warmup, iters):
     return statistics.median(times)
 
 
+def failure(p):
+    """The error lines of a failed tessel run (its progress lines are noise), else the end of its output."""
+    err = p.stderr.decode(errors="replace")
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    return "\n".join(lines)[-400:] if lines else f"exit {p.returncode}: " + err[-400:]
+
+
 def tessel_bench(args, model_path, input_args, tuning_db=None):
     cmd = [args.tessel, "bench", model_path, "--target", "cpu", "--threads", str(args.threads), "--warmup",
            str(args.warmup), "--iters", str(args.iters), "--json"] + input_args
@@ -59,19 +66,19 @@ def tessel_bench(args, model_path, input_args, tuning_db=None):
         cmd += ["--tuning-db", tuning_db]
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=args.timeout)
     if p.returncode != 0:
-        raise RuntimeError(p.stderr.decode(errors="replace")[-400:])
+        raise RuntimeError(failure(p))
     return json.loads(p.stdout)
 
 
 def tessel_tune(args, model_path, input_args):
     cmd = [args.tessel, "tune", model_path, "--target", "cpu", "--threads", str(args.threads), "--budget", args.tune,
-           "--db", args.tuning_db, "--json"] + input_args
+           "--db", args.tuning_db, "--trials", str(args.tune_trials), "--json"] + input_args
     if args.trials_out:
         cmd += ["--trials-out", args.trials_out + "." + os.path.basename(model_path) + ".jsonl"]
     t0 = time.perf_counter()
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=args.timeout)
     if p.returncode != 0:
-        raise RuntimeError(p.stderr.decode(errors="replace")[-400:])
+        raise RuntimeError(failure(p))
     out = json.loads(p.stdout)
     out["wall_s"] = time.perf_counter() - t0
     return out
@@ -103,6 +110,7 @@ def main():
     p.add_argument("--json-out")
     p.add_argument("--tuning-db", help="also time tessel with the tuned schedules of this database")
     p.add_argument("--tune", help="run `tessel tune --budget TUNE` into --tuning-db first, per model")
+    p.add_argument("--tune-trials", type=int, default=64, help="with --tune: candidates per kernel at most")
     p.add_argument("--trials-out", help="with --tune: write each model's measured candidates to PREFIX.MODEL.jsonl")
     p.add_argument("--rounds", type=int, default=3, help="alternating default/tuned rounds (with --tuning-db)")
     args = p.parse_args()

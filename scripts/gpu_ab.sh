@@ -3,9 +3,10 @@
 # gpu-bundle/ as for scripts/gpu_check.sh): whole-model latency of the given
 # configurations under each variant, tessel only (no PyTorch), one table at
 # the end. A variant is a space-separated list of ENV=VALUE settings and
-# tessel bench arguments; "" is the default build.
+# tessel bench arguments; "" is the default build. Schedule template knobs
+# are tessel arguments (`--knob gpu.gemm.overlap=0`; docs/tuning.md).
 #
-#   scripts/gpu_ab.sh bert_base:16,vit_b_16:32 "" TESSEL_CUDA_WGMMA_OVERLAP=0 \
+#   scripts/gpu_ab.sh bert_base:16,vit_b_16:32 "" "--knob gpu.gemm.overlap=0" \
 #       "--disable-pass merge_matmuls"
 #
 # Logs and JSON lines go to $OUT (or ./gpu-check-out): ab_<n>.jsonl per variant.

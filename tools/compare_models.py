@@ -59,6 +59,9 @@ def parse_args():
     p.add_argument("--rtol", type=float, default=1e-3)
     p.add_argument("--atol-rel", type=float, default=1e-3, help="absolute tolerance as a fraction of max|ref|")
     p.add_argument("--json-out", help="write the per-model results here")
+    p.add_argument("--tessel-arg", action="append", default=[], metavar="ARG",
+                   help="pass ARG to every tessel run or compile (repeatable), e.g. "
+                        "--tessel-arg=--knob --tessel-arg=gpu.flash.on=0")
     p.add_argument("--cuda-compile-only", metavar="ARCH",
                    help="instead of running: compile every model's GPU kernels with NVRTC for ARCH (e.g. sm_90a) "
                         "at the inputs' shapes (tessel compile --target cuda; no GPU needed)")
@@ -214,7 +217,7 @@ def compile_cuda_kernels(args, res, model_path, feeds, work):
            "--precision", args.precision, "-o", os.path.join(work, "kernels.cubin"), "--json"]
     for sym, n in symbol_bindings(model_path, feeds).items():
         cmd += ["--dim", f"{sym}={n}"]
-    doc = run_tessel(args, cmd, res)
+    doc = run_tessel(args, cmd + args.tessel_arg, res)
     if doc is None:
         return res
     res.update({k: doc[k] for k in ("kernels", "distinct_kernels", "interpreter_nodes", "bytes", "cache_hit")})
@@ -251,7 +254,7 @@ def check_model(args, skel):
         cmd += ["--input", f"{name}={path}"]
     res["inputs"] = {k: list(v.shape) for k, v in feeds.items()}
 
-    doc = run_tessel(args, cmd, res)
+    doc = run_tessel(args, cmd + args.tessel_arg, res)
     if doc is None:
         return res
     res["tessel_ms"] = round(doc.get("time_ms", 0), 1)

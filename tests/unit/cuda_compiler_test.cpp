@@ -58,9 +58,9 @@ TEST(CudaCompiler, LowersEveryGroupButTheOnesWithoutAKernel) {
 // A bf16 Attention node becomes the flash kernel when its head size is a
 // multiple of 16, and keeps the composed lowering (still a GPU kernel,
 // nothing on the interpreter) when the kernel refuses it; with
-// TESSEL_CUDA_FLASH=0 it is always the composed one.
+// --knob gpu.flash.on=0 it is always the composed one.
 TEST(CudaCompiler, FlashAttentionWhereTheKernelTakesIt) {
-  const auto schedules = [](int64_t d) {
+  const auto schedules = [](int64_t d, const std::vector<Primitive>& knobs = {}) {
     Model m;
     m.opsets[""] = 23;
     GraphBuilder b(m);
@@ -69,19 +69,19 @@ TEST(CudaCompiler, FlashAttentionWhereTheKernelTakesIt) {
     b.output(b.op("Attention", qkv));
     run_pipeline(m, PassOptions{});
     std::set<std::string> out;
-    const CompiledModel c = lower_for_cuda(m);
+    LowerOptions lo;
+    lo.knobs = knobs;
+    const CompiledModel c = lower_for_cuda(m, lo);
     for (const LoweredGroup& lg : c.lowered) out.insert(lg.schedule);
     for (const FusionGroup& g : c.plan.groups) EXPECT_TRUE(g.compiled) << g.root->op;
     return out;
   };
-  ::unsetenv("TESSEL_CUDA_FLASH");
   EXPECT_TRUE(cuda_flash_attention());
   EXPECT_EQ(schedules(32), std::set<std::string>{"gpu_attention"});
   EXPECT_EQ(schedules(8), std::set<std::string>{"gpu"});  // head size 8: the composed lowering
-  ::setenv("TESSEL_CUDA_FLASH", "0", 1);
-  EXPECT_FALSE(cuda_flash_attention());
-  EXPECT_EQ(schedules(32), std::set<std::string>{"gpu"});
-  ::unsetenv("TESSEL_CUDA_FLASH");
+  const std::vector<Primitive> off{parse_knob("gpu.flash.on=0")};
+  EXPECT_FALSE(cuda_flash_attention(off));
+  EXPECT_EQ(schedules(32, off), std::set<std::string>{"gpu"});
 }
 
 TEST(CudaCompiler, CompilesOneCubinAndCachesIt) {

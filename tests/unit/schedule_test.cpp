@@ -110,6 +110,7 @@ TEST(ScheduleGemm, KnobsRoundTripThroughTheTemplate) {
   g.nc = 256;
   g.parallel_over_n_blocks = true;
   g.pack_a = false;
+  g.pack_b = false;
   Schedule s{"gemm", {}};
   add_gemm_knobs(g, &s);
   const Schedule back = parse_schedule(print_schedule(s));
@@ -124,6 +125,7 @@ TEST(ScheduleGemm, KnobsRoundTripThroughTheTemplate) {
   EXPECT_TRUE(h.parallel_over_m_blocks);
   EXPECT_TRUE(h.parallel_over_n_blocks);
   EXPECT_FALSE(h.pack_a);
+  EXPECT_FALSE(h.pack_b);
 }
 
 TEST(ScheduleGemm, InconsistentOrOversizedBlocksAreErrors) {
@@ -134,6 +136,51 @@ TEST(ScheduleGemm, InconsistentOrOversizedBlocksAreErrors) {
   GemmSchedule big;
   EXPECT_THROW(apply_gemm_knobs(parse_schedule("schedule gemm {\n  gemm.block mc=96 kc=2048 nc=512\n}\n"), &big),
                Error);
+}
+
+// ---- --knob: template knobs for a whole model ---------------------------------------------
+
+TEST(ScheduleKnobs, ParseAndPrint) {
+  const Primitive k = parse_knob("gpu.gemm.tma=0");
+  EXPECT_EQ(k.name, "gpu.gemm");
+  EXPECT_EQ(k.int_attr("tma", 1), 0);
+  EXPECT_EQ(print_knob(k), "gpu.gemm.tma=0");
+  EXPECT_EQ(parse_knob(print_knob(parse_knob("gemm.pack.a=0"))), parse_knob("gemm.pack.a=0"));
+  const auto rejected = [](const char* text, const char* fragment) {
+    try {
+      parse_knob(text);
+      ADD_FAILURE() << "accepted " << text;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+    }
+  };
+  rejected("gpu.gemm.tma", "PRIMITIVE.KEY=VALUE");
+  rejected("tma=0", "PRIMITIVE.KEY=VALUE");
+  rejected("gpu.gemm.speed=2", "has no key 'speed'");
+  rejected("split.factor=4", "not a template knob");  // a loop primitive needs loop names
+  rejected("gpu.warp.x=1", "not a template knob");
+  rejected("gpu.rows.threads=48", "power of two");
+  rejected("gpu.flash.on=2", "outside");
+  rejected("gpu.flash.on=", "malformed value");
+}
+
+TEST(ScheduleKnobs, ApplyToTheKindsThatTakeThem) {
+  const std::vector<Primitive> knobs{parse_knob("gemm.pack.a=0"), parse_knob("nest.parallel.on=0"),
+                                     parse_knob("gpu.gemm.tma=0")};
+  Schedule gemm = parse_schedule("schedule gemm {\n  gemm.pack a=1\n}\n");
+  EXPECT_TRUE(apply_knobs(knobs, &gemm));
+  EXPECT_EQ(gemm.find("gemm.pack")->int_attr("a", 1), 0);
+  EXPECT_EQ(gemm.find("nest.parallel")->int_attr("on", 1), 0);  // nest.parallel takes gemm kernels too
+  EXPECT_EQ(gemm.find("gpu.gemm"), nullptr);                     // a GPU knob: not for a CPU kind
+  EXPECT_FALSE(apply_knobs(knobs, &gemm));                        // already so
+  Schedule gpu_mma{"gpu_mma", {}};
+  EXPECT_TRUE(apply_knobs(knobs, &gpu_mma));
+  EXPECT_EQ(gpu_mma.find("gpu.gemm")->int_attr("tma", 1), 0);
+  EXPECT_EQ(gpu_mma.find("gemm.pack"), nullptr);
+  // The last value given wins.
+  const std::vector<Primitive> twice{parse_knob("gpu.gemm.tma=0"), parse_knob("gpu.gemm.tma=1")};
+  EXPECT_EQ(knob_int(twice, "gpu.gemm", "tma", 7), 1);
+  EXPECT_EQ(knob_int(twice, "gpu.gemm", "overlap", 7), 7);
 }
 
 // ---- every kernel of the shared models -----------------------------------------------------

@@ -161,17 +161,21 @@ namespace {
 // Throws FusionRejected or LoweringUnsupported like lower_group.
 LoweredGroup lower_ready(const FusionGroup& g, const OpRegistry& reg) { return lower_cpu_group(g, reg); }
 
-// lower_ready, with the tuned schedule `lookup` has for the group's default
-// kernel; one that fails to apply is a warning and the default stays.
-GroupLowering lower_tuned(const ScheduleLookup& lookup, std::ostream* log) {
-  return [lookup, log](const FusionGroup& g, const OpRegistry& reg) {
+// lower_ready, with the tuned schedule `lookup` (when set) has for the
+// group's default kernel and the --knob values over it; a schedule that
+// fails to apply is a warning and the default stays.
+GroupLowering lower_tuned(const ScheduleLookup& lookup, const std::vector<Primitive>& knobs, std::ostream* log) {
+  return [lookup, knobs, log](const FusionGroup& g, const OpRegistry& reg) {
     LoweredGroup def = lower_cpu_group(g, reg);
-    std::optional<Schedule> tuned = lookup(def.default_hash, def.schedule);
-    if (!tuned) return def;
+    std::optional<Schedule> tuned = lookup ? lookup(def.default_hash, def.schedule) : std::nullopt;
+    Schedule s = tuned ? *tuned : def.sched;
+    const bool knobbed = apply_knobs(knobs, &s);
+    if (!tuned && !knobbed) return def;
     try {
-      return lower_cpu_group(g, reg, tuned);
+      return lower_cpu_group(g, reg, s);
     } catch (const Error& e) {
-      (log ? *log : std::cerr) << "warning: tuned schedule for " << g.name << " not applied: " << e.what() << "\n";
+      (log ? *log : std::cerr) << "warning: " << (tuned ? "tuned schedule" : "--knob") << " for " << g.name
+                               << " not applied: " << e.what() << "\n";
       return def;
     }
   };
@@ -271,7 +275,16 @@ CompiledModel lower_model(const Model& m, const GroupLowering& lower, const Lowe
 }
 
 CompiledModel lower_for_cpu(const Model& m, const LowerOptions& lo) {
-  return lower_model(m, lo.schedules ? lower_tuned(lo.schedules, lo.log) : GroupLowering(lower_ready), lo);
+  const bool tuned = lo.schedules || !lo.knobs.empty();
+  return lower_model(m, tuned ? lower_tuned(lo.schedules, lo.knobs, lo.log) : GroupLowering(lower_ready), lo);
+}
+
+LowerOptions lower_options(const DriverOptions& o) {
+  LowerOptions lo;
+  if (!o.tuning_db.empty() && o.target == Target::Cpu) lo.schedules = tuning_db_lookup(o.tuning_db, o.threads, o.log);
+  lo.knobs = o.knobs;
+  lo.log = o.log;
+  return lo;
 }
 
 std::unique_ptr<CompiledModel> compile_for_cpu(const Model& m, const DriverOptions& o, const LowerOptions& lo) {
@@ -283,7 +296,9 @@ std::unique_ptr<CompiledModel> compile_for_cpu(const Model& m, const DriverOptio
 #else
   const auto t0 = std::chrono::steady_clock::now();
   LowerOptions tuned = lo;
-  if (!o.tuning_db.empty() && !tuned.schedules) tuned.schedules = tuning_db_lookup(o.tuning_db, o.threads, o.log);
+  const LowerOptions asked = lower_options(o);
+  if (!tuned.schedules) tuned.schedules = asked.schedules;
+  if (tuned.knobs.empty()) tuned.knobs = asked.knobs;
   auto c = std::make_unique<CompiledModel>(lower_for_cpu(m, tuned));
   std::shared_ptr<cpu::KernelLibrary> lib;
   const std::vector<loop::Kernel>& kernels = c->unique_kernels;

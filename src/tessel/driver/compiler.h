@@ -58,8 +58,13 @@ struct LowerOptions {
   bool reuse_lowered_groups = true;  // re-plan rounds keep groups lowered before
   bool share_kernels = true;         // identical kernel bodies compile once
   ScheduleLookup schedules;          // tuned schedules (CPU), when set
+  std::vector<Primitive> knobs;      // --knob: over the defaults and the tuned schedules
   std::ostream* log = nullptr;       // warnings of schedules that do not apply (stderr when null)
 };
+
+// The schedules `o` asks for: its --tuning-db's records for this machine
+// (CPU) and its --knob values.
+LowerOptions lower_options(const DriverOptions& o);
 
 // The canonical hash of a kernel: the SHA-256 of its loop IR text under a
 // fixed name (equal texts compute the same function of their params).

@@ -8,13 +8,22 @@
 #include "tessel/loop/verifier.h"
 #include "tessel/lower/lower_gpu.h"
 #include "tessel/ops/registry.h"
-#include "tessel/support/env.h"
 #include "tessel/support/error.h"
 #include "tessel/support/phase_timer.h"
 
 namespace tessel {
 
-bool cuda_flash_attention() { return !env_is("TESSEL_CUDA_FLASH", "0"); }
+bool cuda_flash_attention(const std::vector<Primitive>& knobs) { return knob_int(knobs, "gpu.flash", "on", 1) != 0; }
+
+GpuScheduleOptions gpu_schedule_options(const std::vector<Primitive>& knobs) {
+  GpuScheduleOptions o;
+  o.attention = cuda_flash_attention(knobs);
+  o.threads_per_block = knob_int(knobs, "gpu.rows", "threads", o.threads_per_block);
+  o.lanes = knob_int(knobs, "gpu.rows", "lanes", o.lanes ? 1 : 0) != 0;
+  o.row_cache = knob_int(knobs, "gpu.rows", "row_cache", o.row_cache ? 1 : 0) != 0;
+  o.vector_bytes = knob_int(knobs, "gpu.rows", "vector_bytes", o.vector_bytes);
+  return o;
+}
 
 namespace {
 
@@ -31,10 +40,8 @@ std::string cuda_refusal(const loop::Kernel& k) {
 
 }  // namespace
 
-LoweredGroup lower_group_ready_for_gpu(const FusionGroup& g, const OpRegistry& reg) {
-  GpuScheduleOptions o;
-  o.attention = cuda_flash_attention();
-  o.row_cache = !env_is("TESSEL_CUDA_ROW_CACHE", "0");
+LoweredGroup lower_group_ready_for_gpu(const FusionGroup& g, const OpRegistry& reg, const GpuScheduleOptions& opts) {
+  GpuScheduleOptions o = opts;
   LoweredGroup lg = lower_group_for_gpu(g, reg, o);
   std::string why = cuda_refusal(lg.kernel);
   if (!why.empty() && lg.schedule == "gpu_attention") {
@@ -51,8 +58,8 @@ namespace {
 
 // The code generator's template knobs, as it will choose them for `arch`
 // (codegen/cuda/mma_gemm.h GemmTarget), in each kernel's schedule.
-void add_gpu_template_knobs(CompiledModel& c, const std::string& arch) {
-  const cuda::GemmTarget t = cuda::gemm_target_for(arch);
+void add_gpu_template_knobs(CompiledModel& c, const std::string& arch, const std::vector<Primitive>& knobs) {
+  const cuda::GemmTarget t = cuda::gemm_target_for(arch, knobs);
   for (LoweredGroup& lg : c.lowered) {
     if (lg.schedule == "gpu_mma") {
       Primitive& g = lg.sched.get("gpu.gemm");
@@ -73,8 +80,10 @@ void add_gpu_template_knobs(CompiledModel& c, const std::string& arch) {
 }  // namespace
 
 CompiledModel lower_for_cuda(const Model& m, const LowerOptions& lo) {
-  CompiledModel c = lower_model(m, lower_group_ready_for_gpu, lo);
-  add_gpu_template_knobs(c, default_cuda_arch());
+  const GpuScheduleOptions o = gpu_schedule_options(lo.knobs);
+  CompiledModel c = lower_model(
+      m, [o](const FusionGroup& g, const OpRegistry& reg) { return lower_group_ready_for_gpu(g, reg, o); }, lo);
+  add_gpu_template_knobs(c, default_cuda_arch(), lo.knobs);
   return c;
 }
 
@@ -88,7 +97,7 @@ std::unique_ptr<CudaCompiledModel> compile_cuda_kernels(const Model& m, const st
   c->arch = arch.empty() ? default_cuda_arch() : arch;
   {
     PhaseTimer t("emit CUDA C++");
-    c->source = cuda::emit_cuda_source(c->lowered.unique_kernels, cuda::gemm_target_for(c->arch));
+    c->source = cuda::emit_cuda_source(c->lowered.unique_kernels, cuda::gemm_target_for(c->arch, lo.knobs));
   }
   if (!c->lowered.unique_kernels.empty()) {
     PhaseTimer t("NVRTC");
@@ -138,7 +147,9 @@ std::vector<GpuLaunch> step_launches(const CudaCompiledModel& c, const std::vect
 std::unique_ptr<CudaCompiledModel> compile_for_cuda(const Model& m, const DriverOptions& o) {
   check_cuda_usable();
   const auto t0 = std::chrono::steady_clock::now();
-  std::unique_ptr<CudaCompiledModel> c = compile_cuda_kernels(m, cuda::device_arch());
+  LowerOptions lo;
+  lo.knobs = o.knobs;
+  std::unique_ptr<CudaCompiledModel> c = compile_cuda_kernels(m, cuda::device_arch(), lo);
   PhaseTimer t("load the module");
   std::shared_ptr<const cuda::Module> module;  // none when every node runs on the interpreter
   if (!c->cubin.empty()) module = std::make_shared<const cuda::Module>(c->cubin);
@@ -151,15 +162,17 @@ std::unique_ptr<CudaCompiledModel> compile_for_cuda(const Model& m, const Driver
   return c;
 }
 
-std::string emit_cuda(const Model& m, const std::string& arch) {
+std::string emit_cuda(const Model& m, const std::string& arch, const std::vector<Primitive>& knobs) {
   const std::string a = arch.empty() ? default_cuda_arch() : arch;
-  return cuda::emit_cuda_source(lower_for_cuda(m).unique_kernels, cuda::gemm_target_for(a)).code;
+  LowerOptions lo;
+  lo.knobs = knobs;
+  return cuda::emit_cuda_source(lower_for_cuda(m, lo).unique_kernels, cuda::gemm_target_for(a, knobs)).code;
 }
 
-std::string emit_ptx(const Model& m, const std::string& arch) {
+std::string emit_ptx(const Model& m, const std::string& arch, const std::vector<Primitive>& knobs) {
   cuda::NvrtcOptions o;
   o.arch = arch.empty() ? default_cuda_arch() : arch;
-  return cuda::compile_to_ptx(emit_cuda(m, o.arch), o);
+  return cuda::compile_to_ptx(emit_cuda(m, o.arch, knobs), o);
 }
 
 void check_cuda_usable() {

@@ -11,23 +11,28 @@
 #include "tessel/codegen/cuda/cuda_source.h"
 #include "tessel/driver/compiler.h"
 #include "tessel/runtime/cuda/gpu_executable.h"
+#include "tessel/schedule/gpu_schedule.h"
 
 namespace tessel {
 
 // Whether the CUDA path fuses attention into flash-attention kernels
 // (PassOptions::fuse_attention, GpuScheduleOptions::attention): yes unless
-// TESSEL_CUDA_FLASH=0 (the composed lowering, to compare against).
-bool cuda_flash_attention();
+// --knob gpu.flash.on=0 (the composed lowering, to compare against).
+bool cuda_flash_attention(const std::vector<Primitive>& knobs = {});
 
-// One group as a GPU kernel: GPU nest and schedule, verified for CUDA (the
-// row cache unless TESSEL_CUDA_ROW_CACHE=0, to compare against).
+// The GPU row schedule's options with the --knob values gpu.rows.* (threads,
+// lanes, row_cache, vector_bytes) and gpu.flash.on.
+GpuScheduleOptions gpu_schedule_options(const std::vector<Primitive>& knobs = {});
+
+// One group as a GPU kernel: GPU nest and schedule, verified for CUDA.
 // Throws what lower_group throws, so that the plan changes around it. An
 // attention statement the flash kernel does not take (f32 operands, head
 // sizes) keeps the Attention node's composed lowering.
-LoweredGroup lower_group_ready_for_gpu(const FusionGroup& g, const OpRegistry& reg);
+LoweredGroup lower_group_ready_for_gpu(const FusionGroup& g, const OpRegistry& reg,
+                                       const GpuScheduleOptions& o = gpu_schedule_options());
 
-// Plans and lowers every group for the GPU; groups the GPU lowering refuses
-// run on the host interpreter.
+// Plans and lowers every group for the GPU (with lo.knobs); groups the GPU
+// lowering refuses run on the host interpreter.
 CompiledModel lower_for_cuda(const Model& m, const LowerOptions& lo = {});
 
 struct CudaCompiledModel {
@@ -54,8 +59,8 @@ std::unique_ptr<CudaCompiledModel> compile_for_cuda(const Model& m, const Driver
 
 // Text forms for `tessel inspect --emit cuda|ptx`; arch "" = default_cuda_arch()
 // (the CUDA source depends on it: wgmma GEMMs for sm_90a).
-std::string emit_cuda(const Model& m, const std::string& arch);
-std::string emit_ptx(const Model& m, const std::string& arch);
+std::string emit_cuda(const Model& m, const std::string& arch, const std::vector<Primitive>& knobs = {});
+std::string emit_ptx(const Model& m, const std::string& arch, const std::vector<Primitive>& knobs = {});
 
 // Throws, saying what is missing, when --target cuda cannot run here (no
 // driver, no device).

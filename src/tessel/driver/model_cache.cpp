@@ -163,6 +163,7 @@ std::string model_cache_mode(const std::string& what, const DriverOptions& o) {
   // The schedules a tuning database gives change the kernels: its records
   // for this machine are part of the key.
   if (!o.tuning_db.empty()) mode += " --tuning-db " + tuning_db_digest(o.tuning_db, o.threads);
+  for (const Primitive& k : o.knobs) mode += " --knob " + print_knob(k);
   return mode;
 }
 

@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "tessel/schedule/schedule.h"
+
 namespace tessel {
 
 constexpr const char* kTesselVersion = "0.1.0";
@@ -44,6 +46,9 @@ struct DriverOptions {
   // --tuning-db: tuned schedules for this machine's kernels (tessel tune);
   // empty: the default schedules.
   std::string tuning_db;
+  // --knob: template knobs set for every kernel that takes them, over the
+  // defaults and the tuned schedules (schedule.h parse_knob).
+  std::vector<Primitive> knobs;
 };
 
 // Throws when the target is not implemented yet, or (with

@@ -112,8 +112,9 @@ void compile_model(Model& m, const std::map<std::string, int64_t>& dims, const D
   po.print_stream = o.print_stream;
   po.dims = dims;
   po.gpu = o.target == Target::Cuda;
+  po.cpu = o.target == Target::Cpu;
   // The flash kernel takes half operands: fp32 attention keeps its ops.
-  po.fuse_attention = po.gpu && cuda_flash_attention() && o.precision != Precision::FP32;
+  po.fuse_attention = po.gpu && cuda_flash_attention(o.knobs) && o.precision != Precision::FP32;
   switch (o.precision) {
     case Precision::FP32: po.precision = DType::F32; break;
     case Precision::BF16: po.precision = DType::BF16; break;

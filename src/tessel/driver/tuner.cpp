@@ -204,6 +204,8 @@ KernelFacts facts_of(const LoweredGroup& lg, const KernelHarness& h) {
   f.n = lg.gemm_shape.n;
   f.k = lg.gemm_shape.k;
   f.batch = lg.gemm_shape.batch;
+  f.b_panel_width = lg.gemm_shape.b_panel_width;
+  f.b_panel_columns = lg.gemm_shape.b_panel_columns;
   f.out_elements = h.out_elements();
   f.bytes = h.bytes();
   f.parallel_units = h.parallel();

@@ -50,6 +50,25 @@ Idx vars_named(const char* prefix, size_t n) {
 
 int64_t hint(const Dim& d) { return d.is_const() ? d.value() : -1; }
 
+// When B (at reduction index k, column gj) reads a prepacked weight's panels
+// (tessel::UnpackPanels: a Param [P, K, W] at [gj / W, k, gj % W]), the
+// buffer and its width, so that the GEMM can read the panels in place.
+void find_b_panels(const Expr& b, const Expr& k, const loop::Bounds& bounds, GemmOperands* ops) {
+  if (b->kind != loop::ExprKind::Load || !b->buffer || b->buffer->scope != loop::BufferScope::Param ||
+      b->buffer->dtype != DType::F32 || b->buffer->shape.size() != 3)
+    return;
+  int64_t panels = 0, width = 0;
+  if (!loop::as_const_int(b->buffer->shape[0], &panels) || !loop::as_const_int(b->buffer->shape[2], &width) ||
+      width < 1)
+    return;
+  const Expr gj = loop::var("gj");
+  const Expr expected = loop::load(b->buffer, {loop::floordiv(gj, Expr(width)), k, loop::floormod(gj, Expr(width))});
+  if (!loop::equal(loop::simplify(loop::fold_affine(expected, bounds), bounds), b)) return;
+  ops->b_panels = b->buffer;
+  ops->panel_width = width;
+  ops->panel_columns = panels * width;
+}
+
 }  // namespace
 
 Expr GroupLowerer::contraction_reduce(ReduceOp op, const Expr& init, const Idx& extents,
@@ -283,6 +302,8 @@ std::optional<LoweredGroup> GroupLowerer::lower_contraction_with(const Node& c, 
   cpu.cores = std::max(cpu.cores, 2);
   GemmSchedule gs = default_gemm_schedule(cpu, hint(M), hint(columns), k_hint, sched_.parallel, hint(batch));
   gs.parallel_over_m_blocks = sched_.parallel;
+  if (nbatch == 0) find_b_panels(b, k, bounds, &ops);
+  gs.pack_b = !b_panels_fit(ops, gs);
   if (sched_.tuned) apply_gemm_knobs(*sched_.tuned, &gs);
   Stmt body = gemm_nest(ops, gs, fresh("g"));
   std::optional<Dim> parallel_extent;
@@ -295,7 +316,8 @@ std::optional<LoweredGroup> GroupLowerer::lower_contraction_with(const Node& c, 
   LoweredGroup lg = finish(body, out_buf, parallel_extent);
   lg.schedule = "gemm";
   add_gemm_knobs(gs, &lg.sched);
-  lg.gemm_shape = {hint(M), hint(columns), k_hint, hint(batch)};
+  lg.gemm_shape = {hint(M), hint(columns), k_hint, hint(batch), ops.b_panels ? ops.panel_width : 0,
+                   ops.b_panels ? ops.panel_columns : 0};
   return lg;
 }
 

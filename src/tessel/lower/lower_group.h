@@ -69,6 +69,7 @@ struct LoweredGroup {
   // tuner's search space and cost model are built from.
   struct GemmShape {
     int64_t m = -1, n = -1, k = -1, batch = 1;
+    int64_t b_panel_width = 0, b_panel_columns = 0;  // B prepacked (GemmOperands::b_panels), else 0
   } gemm_shape;
   // The hash of the kernel this group lowers to with the default schedule
   // (set by the driver: what tuning records are keyed by).

@@ -150,6 +150,7 @@ void register_reduction_ops(OpRegistry& r);
 void register_matmul_ops(OpRegistry& r);
 void register_conv_ops(OpRegistry& r);
 void register_im2col_op(OpRegistry& r);  // im2col.cpp: tessel::Im2Col (the CUDA target's conv_im2col pass)
+void register_unpack_panels_op(OpRegistry& r);  // unpack_panels.cpp: tessel::UnpackPanels (CPU prepack_weights pass)
 void register_pool_ops(OpRegistry& r);
 void register_norm_ops(OpRegistry& r);
 void register_movement_ops(OpRegistry& r);

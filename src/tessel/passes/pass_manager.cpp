@@ -63,7 +63,8 @@ class Pipeline {
 std::vector<std::string> pipeline_pass_names() {
   return {"bind_dims", "infer_shapes", "fold_constants", "dce", "cse", "infer_shapes", "merge_matmuls",
           "split_to_slices",
-          "lower_precision", "sink_transposes", "conv_im2col", "fuse_attention", "gemm_weight_layout"};
+          "lower_precision", "sink_transposes", "conv_im2col", "fuse_attention", "gemm_weight_layout",
+          "prepack_weights"};
 }
 
 bool run_pipeline(Model& m, const PassOptions& o) {
@@ -130,6 +131,10 @@ bool run_pipeline(Model& m, const PassOptions& o) {
   if (o.fuse_attention) p.step("fuse_attention", [&] { return fuse_attention(m); });
   // Last: folding would undo it (a Transpose of a constant).
   p.step("gemm_weight_layout", [&] { return relayout_gemm_weights(m); });
+  // CPU: constant GEMM weights stored in the packed GEMM's panels, so that
+  // no call packs them (after gemm_weight_layout, whose Transposes of
+  // constants it reads through).
+  if (o.cpu) p.step("prepack_weights", [&] { return prepack_gemm_weights(m); });
   return p.changed();
 }
 

@@ -28,8 +28,9 @@ struct PassOptions {
   bool print_full_constants = false;     // print_after: all constants in full (else >16 elements elided)
   DType precision = DType::F32;          // bf16/f16: lower_precision runs (--precision)
   bool gpu = false;                      // the CUDA target: conv_im2col runs
+  bool cpu = false;                      // the compiled CPU target: prepack_weights runs
   // fuse_attention runs (the CUDA target's flash attention at bf16/fp16;
-  // TESSEL_CUDA_FLASH=0 turns it off: driver/cuda_compiler.h).
+  // --knob gpu.flash.on=0 turns it off: driver/cuda_compiler.h).
   bool fuse_attention = false;
 };
 
@@ -38,7 +39,8 @@ bool run_pipeline(Model& m, const PassOptions& o);
 // Names of the pipeline's steps in order (as accepted by disabled/print_after;
 // infer_shapes appears twice, bind_dims runs only when dims are given,
 // lower_precision only when the precision is not f32, conv_im2col only for
-// the GPU, fuse_attention only when asked; gemm_weight_layout is last).
+// the GPU, fuse_attention only when asked, prepack_weights only for the CPU,
+// last).
 std::vector<std::string> pipeline_pass_names();
 
 // Adds to `uses` every use of a value: inputs of the nodes of g and of its
@@ -53,6 +55,7 @@ bool eliminate_dead_code(Model& m);                    // dce.cpp
 bool eliminate_common_subexpressions(Model& m);        // cse.cpp
 bool relayout_gemm_weights(Model& m);                  // gemm_weight_layout.cpp
 bool convs_to_im2col(Model& m);                        // conv_im2col.cpp (CUDA target)
+bool prepack_gemm_weights(Model& m);                   // prepack_weights.cpp (CPU target)
 bool sink_transposes(Model& m);                        // sink_transposes.cpp
 // MatMuls of one value by constant matrices -> one MatMul and Slices
 // (merge_matmuls.cpp).

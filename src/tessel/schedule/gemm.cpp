@@ -49,7 +49,7 @@ class GemmBuilder {
     int64_t k = 0;
     split_k_ = !(loop::as_const_int(loop::simplify(ops.K), &k) && k <= s.kc);
     if (s.pack_a) ap_ = local_f32(name("apack"), {s.mc / s.mr, s.kc, s.mr});
-    bp_ = local_f32(name("bpack"), {s.nc / s.nr, s.kc, s.nr});
+    if (s.pack_b) bp_ = local_f32(name("bpack"), {s.nc / s.nr, s.kc, s.nr});
     acc_ = local_f32(name("acc"), {s.mr, s.nr});
     if (split_k_) cp_ = local_f32(name("cpart"), {s.mc, s.nc});
     m0_ = var("mb") * Expr(s.mc);
@@ -107,14 +107,16 @@ class GemmBuilder {
   // Loop variables must be unique in the kernel: copies of a loop get numbers.
   std::string fresh(const std::string& what) { return name(what) + std::to_string(counter_++); }
 
-  // for i in [0, MR) unrolled, for the NR/L vectors unrolled, for the L lanes
-  // vectorized: body(i, j). Every index of the tile is a constant after
-  // unrolling, which is what lets LLVM keep acc in registers.
+  // for i in [0, MR) unrolled, for the NR/L vectors v unrolled, for the L
+  // lanes l vectorized: body(i, j = v * L + l). Every index of the tile is a
+  // constant after unrolling, which is what lets LLVM keep acc in registers.
   Stmt tile_loop(const std::function<Stmt(Expr, Expr)>& body) {
+    return tile_loop_vl([&](Expr i, Expr v, Expr l) { return body(i, v * Expr(s_.vector_lanes) + l); });
+  }
+  Stmt tile_loop_vl(const std::function<Stmt(Expr i, Expr v, Expr l)>& body) {
     const std::string i = fresh("ti"), v = fresh("tv"), l = fresh("tl");
     const int lanes = s_.vector_lanes;
-    Expr j = loop::var(v) * Expr(lanes) + loop::var(l);
-    Stmt lane_loop = loop::for_loop(l, 0, lanes, ForKind::Vectorized, body(loop::var(i), j));
+    Stmt lane_loop = loop::for_loop(l, 0, lanes, ForKind::Vectorized, body(loop::var(i), loop::var(v), loop::var(l)));
     return loop::for_loop(i, 0, s_.mr, ForKind::Unrolled,
                           loop::for_loop(v, 0, s_.nr / lanes, ForKind::Unrolled, lane_loop));
   }
@@ -154,7 +156,21 @@ class GemmBuilder {
   // (contiguous reads, stores NR apart): 65 against 52 GFLOP/s per CPU
   // second on GPT-2's LM head, 128 x 50257 x 768.
   Stmt pack_b() {
+    if (!s_.pack_b) return loop::no_op();
     return pack({bp_, "b", n0_, nlen_, ops_.N, s_.nr, ForKind::Vectorized, ops_.b});
+  }
+
+  // B[k0 + k, column v * L + l of the tile]: from the packed panel, or from
+  // the prepacked panels in place. There the tile's first column is a
+  // multiple of the panel width W (NR and NC are), and W of L, so vector v
+  // lies in one panel: its lanes are W-contiguous floats.
+  Expr b_element(const Expr& k, const Expr& v, const Expr& l) {
+    const Expr j = v * Expr(s_.vector_lanes) + l;
+    if (s_.pack_b) return loop::load(bp_, {var("jr"), k, j});
+    const int64_t w = ops_.panel_width;
+    const Expr lane0 = v * Expr(s_.vector_lanes);
+    const Expr panel = var("jc") * Expr(s_.nc / w) + var("jr") * Expr(s_.nr / w) + loop::floordiv(lane0, Expr(w));
+    return loop::load(ops_.b_panels, {panel, k0_ + k, loop::floormod(lane0, Expr(w)) + l});
   }
 
   // MR-tall A panels, MR scalars per k: contiguous from A stored [K, M]
@@ -192,9 +208,10 @@ class GemmBuilder {
 
   Stmt k_loop() {
     Expr k = var("k");
-    Stmt step = tile_loop([&](Expr i, Expr j) {
+    Stmt step = tile_loop_vl([&](Expr i, Expr v, Expr l) {
       Expr a = a_element(i, k);
-      Expr b = loop::load(bp_, {var("jr"), k, j});
+      Expr b = b_element(k, v, l);
+      Expr j = v * Expr(s_.vector_lanes) + l;
       return loop::store(acc_, {i, j}, loop::call("fma", DType::F32, {a, b, loop::load(acc_, {i, j})}));
     });
     return loop::for_loop(name("k"), 0, klen_, ForKind::Serial, step);
@@ -319,7 +336,9 @@ void add_gemm_knobs(const GemmSchedule& s, Schedule* out) {
   block.set("nc", s.nc);
   const char* mode = !s.parallel_over_m_blocks ? "serial" : s.parallel_over_n_blocks ? "tiles" : "m_blocks";
   out->get("gemm.parallel").set("mode", mode);
-  out->get("gemm.pack").set("a", s.pack_a ? 1 : 0);
+  Primitive& pack = out->get("gemm.pack");
+  pack.set("a", s.pack_a ? 1 : 0);
+  pack.set("b", s.pack_b ? 1 : 0);
 }
 
 void apply_gemm_knobs(const Schedule& sched, GemmSchedule* s) {
@@ -339,8 +358,18 @@ void apply_gemm_knobs(const Schedule& sched, GemmSchedule* s) {
     s->parallel_over_m_blocks = mode != "serial";
     s->parallel_over_n_blocks = mode == "tiles";
   }
-  if (const Primitive* p = sched.find("gemm.pack")) s->pack_a = p->int_attr("a", s->pack_a) != 0;
+  if (const Primitive* p = sched.find("gemm.pack")) {
+    s->pack_a = p->int_attr("a", s->pack_a) != 0;
+    s->pack_b = p->int_attr("b", s->pack_b) != 0;
+  }
   check_gemm_schedule(*s);
+}
+
+bool b_panels_fit(const GemmOperands& ops, const GemmSchedule& s) {
+  const int64_t w = ops.panel_width;
+  int64_t n = 0;
+  if (!ops.b_panels || w < 1 || !loop::as_const_int(loop::simplify(ops.N), &n)) return false;
+  return s.nr % w == 0 && w % s.vector_lanes == 0 && round_up(n, s.nr) <= ops.panel_columns;
 }
 
 Expr gemm_parallel_extent(const GemmOperands& ops, const GemmSchedule& s) {
@@ -350,6 +379,10 @@ Expr gemm_parallel_extent(const GemmOperands& ops, const GemmSchedule& s) {
 Stmt gemm_nest(const GemmOperands& ops, const GemmSchedule& s, const std::string& name_prefix) {
   check_gemm_schedule(s);
   TS_CHECK(!GemmBuilder::batched(ops) || !ops.batch_var.empty(), "gemm_nest: a batch needs its batch_var");
+  TS_CHECK(s.pack_b || b_panels_fit(ops, s), "gemm schedule: gemm.pack b=0 needs B prepacked in panels that tile nr=",
+           s.nr, " lanes=", s.vector_lanes, " reads whole",
+           ops.b_panels ? str_cat(" (panels of ", ops.panel_width, " columns, ", ops.panel_columns, " stored)")
+                        : std::string(" (B is not a prepacked weight)"));
   return GemmBuilder(ops, s, name_prefix).build();
 }
 

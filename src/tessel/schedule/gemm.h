@@ -76,6 +76,14 @@ struct GemmOperands {
   // so that a batch smaller than the core count still spreads.
   loop::Expr batch = loop::Expr(1);
   std::string batch_var;
+  // B already stored as the micro-kernel's panels (a constant weight the
+  // CPU's prepack_weights pass packed at compile time): the Param buffer
+  // b_panels [panel_columns / panel_width, K, panel_width] holds
+  // B[k, p * panel_width + x] at [p, k, x], zero past N. Set by the
+  // lowering when `b` reads exactly that; GemmSchedule::pack_b = false then
+  // reads it in place.
+  loop::BufferRef b_panels;
+  int64_t panel_width = 0, panel_columns = 0;
 };
 
 // Data, so that a tuner can search it. mc % mr == 0, nc % nr == 0,
@@ -94,6 +102,9 @@ struct GemmSchedule {
   // itself (rows past M clamped to M - 1; their sums are never stored),
   // which pays when few N panels reuse each packed panel.
   bool pack_a = true;
+  // Pack B into NR-wide panels per call; when false the micro-kernel reads
+  // the operands' prepacked b_panels (only where b_panels_fit).
+  bool pack_b = true;
 };
 
 // Block sizes from the register count and caches; hints (-1 when symbolic)
@@ -111,6 +122,11 @@ void add_gemm_knobs(const GemmSchedule& s, Schedule* out);
 // is checked (check_gemm_schedule), so an inconsistent tuned schedule is an
 // error rather than a miscompile.
 void apply_gemm_knobs(const Schedule& sched, GemmSchedule* s);
+
+// Whether the micro-kernels of `s` can read ops.b_panels in place: NR a
+// multiple of the panel width, the width a multiple of the vector, and the
+// panels stored past the last tile's columns (N rounded up to NR).
+bool b_panels_fit(const GemmOperands& ops, const GemmSchedule& s);
 
 // The extent of gemm_nest's Parallel loop (what the runtime splits).
 loop::Expr gemm_parallel_extent(const GemmOperands& ops, const GemmSchedule& s);

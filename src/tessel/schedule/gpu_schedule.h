@@ -85,7 +85,7 @@ struct GpuScheduleOptions {
   bool lanes = true;
   // Values several of a row's lanes loops compute from the inputs are
   // computed once into a row cache (cache_row_values below); false: each
-  // loop computes them again (TESSEL_CUDA_ROW_CACHE=0, driver/cuda_compiler.h).
+  // loop computes them again (--knob gpu.rows.row_cache=0, driver/cuda_compiler.h).
   bool row_cache = true;
   // A thread of a flattened row takes vector_bytes / (its kernel's widest
   // output element) consecutive iterations of the row's inner loop, as a

@@ -143,15 +143,18 @@ const std::map<std::string, PrimSpec>& specs() {
     m["gemm.block"] = {0, 0, {{"mc", int_key(1, kMaxBlock, true)}, {"kc", int_key(1, kMaxBlock, true)},
                               {"nc", int_key(1, kMaxBlock, true)}}, cpu_gemm_kinds()};
     m["gemm.parallel"] = {0, 0, {{"mode", word_key({"serial", "m_blocks", "tiles"}, true)}}, cpu_gemm_kinds()};
-    m["gemm.pack"] = {0, 0, {{"a", flag()}}, cpu_gemm_kinds()};
+    m["gemm.pack"] = {0, 0, {{"a", flag()}, {"b", flag()}}, cpu_gemm_kinds()};
     // GPU templates (schedule/gpu_schedule.h, codegen/cuda/mma_gemm.h,
-    // flash_attention.cpp): what the TESSEL_CUDA_* switches chose.
+    // flash_attention.cpp): what the TESSEL_CUDA_* environment switches chose
+    // before they became knobs (--knob, gemm_target_for).
     m["gpu.rows"] = {0, 0, {{"threads", int_key(32, 1024, false, true)}, {"lanes", flag()}, {"row_cache", flag()},
                             {"vector_bytes", int_key(1, 16, false, true)}}, {"gpu"}};
     m["gpu.gemm"] = {0, 0, {{"wgmma", flag()}, {"tma", flag()}, {"tma_min_k", int_key(0, kMaxBlock)},
                             {"tma_min_k_cheap", int_key(0, kMaxBlock)}, {"overlap", flag()},
                             {"fill_blocks", int_key(1, 1 << 16)}}, {"gpu_mma"}};
-    m["gpu.flash"] = {0, 0, {{"wgmma", flag()}, {"min_keys", int_key(0, kMaxBlock)}}, {"gpu_attention"}};
+    // on=0: attention is not fused into flash kernels at all (a model-wide
+    // --knob; the kernels then have other kinds).
+    m["gpu.flash"] = {0, 0, {{"on", flag()}, {"wgmma", flag()}, {"min_keys", int_key(0, kMaxBlock)}}, {"gpu_attention"}};
     return m;
   }();
   return s;
@@ -246,6 +249,58 @@ std::vector<std::string> known_primitives() {
   std::vector<std::string> names;
   for (const auto& [n, _] : specs()) names.push_back(n);
   return names;
+}
+
+// ---- knobs for a whole model ---------------------------------------------------
+
+Primitive parse_knob(std::string_view text) {
+  const size_t eq = text.find('=');
+  TS_CHECK(eq != std::string_view::npos, "--knob '", text, "': expected PRIMITIVE.KEY=VALUE (e.g. gpu.gemm.tma=0)");
+  const std::string_view lhs = text.substr(0, eq);
+  const size_t dot = lhs.rfind('.');
+  TS_CHECK(dot != std::string_view::npos && dot > 0, "--knob '", text,
+           "': expected PRIMITIVE.KEY=VALUE (e.g. gpu.gemm.tma=0)");
+  Primitive p;
+  p.name = std::string(lhs.substr(0, dot));
+  const std::string key(lhs.substr(dot + 1)), value(text.substr(eq + 1));
+  auto it = specs().find(p.name);
+  TS_CHECK(it != specs().end() && p.name.find('.') != std::string::npos, "--knob '", text, "': '", p.name,
+           "' is not a template knob");
+  auto ks = it->second.keys.find(key);
+  TS_CHECK(ks != it->second.keys.end(), "--knob '", text, "': ", p.name, " has no key '", key, "'");
+  TS_CHECK(is_value(value), "--knob '", text, "': malformed value");
+  check_key(p, key, value, ks->second);
+  p.attrs.emplace_back(key, value);
+  return p;
+}
+
+std::string print_knob(const Primitive& knob) {
+  std::string out;
+  for (const auto& [k, v] : knob.attrs) out += (out.empty() ? "" : " ") + knob.name + "." + k + "=" + v;
+  return out;
+}
+
+bool apply_knobs(const std::vector<Primitive>& knobs, Schedule* s) {
+  bool changed = false;
+  for (const Primitive& k : knobs) {
+    auto it = specs().find(k.name);
+    if (it == specs().end() || !(it->second.kinds.empty() || it->second.kinds.count(s->kind))) continue;
+    Primitive& p = s->get(k.name);
+    for (const auto& [key, value] : k.attrs) {
+      if (p.attr(key) == value) continue;
+      p.set(key, value);
+      changed = true;
+    }
+  }
+  if (changed) check_schedule(*s);
+  return changed;
+}
+
+int64_t knob_int(const std::vector<Primitive>& knobs, std::string_view name, std::string_view key,
+                 int64_t fallback) {
+  for (auto it = knobs.rbegin(); it != knobs.rend(); ++it)
+    if (it->name == name && it->attr(key)) return it->int_attr(key, fallback);
+  return fallback;
 }
 
 // ---- text form ------------------------------------------------------------------

@@ -88,4 +88,23 @@ void check_schedule(const Schedule& s);
 // The primitive names check_schedule knows, for documentation and tests.
 std::vector<std::string> known_primitives();
 
+// ---- knobs set for a whole model (`--knob`) -------------------------------------
+//
+// "gpu.gemm.tma=0" is the template knob gpu.gemm with tma=0: every kernel
+// whose kind takes gpu.gemm gets it, over its default (or tuned) value. What
+// the TESSEL_CUDA_* environment switches used to choose, as data.
+
+// tessel::Error when the text is not PRIMITIVE.KEY=VALUE of a known template
+// knob, or the value is outside its range.
+Primitive parse_knob(std::string_view text);
+// The knob's text form, as parse_knob reads it (one key=value per knob).
+std::string print_knob(const Primitive& knob);
+// Sets each knob's values on `s` where s.kind takes the knob; true when
+// anything changed. The result is checked (check_schedule).
+bool apply_knobs(const std::vector<Primitive>& knobs, Schedule* s);
+// The integer value of `name`.`key` among `knobs` (the last one given wins),
+// else `fallback`.
+int64_t knob_int(const std::vector<Primitive>& knobs, std::string_view name, std::string_view key,
+                 int64_t fallback);
+
 }  // namespace tessel

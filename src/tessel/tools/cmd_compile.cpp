@@ -58,7 +58,7 @@ int report(const CompileArgs& a, const CommonArgs& c, const Summary& s) {
 int compile_cuda(const CompileArgs& a, const CommonArgs& c, const DriverOptions& o) {
   std::unique_ptr<Model> m = load_model(a.model);
   compile_model(*m, o.dims, o);
-  const std::unique_ptr<CudaCompiledModel> cm = compile_cuda_kernels(*m, a.cuda_arch);
+  const std::unique_ptr<CudaCompiledModel> cm = compile_cuda_kernels(*m, a.cuda_arch, lower_options(o));
   write_file_atomically(a.output, cm->cubin);
   size_t kernels = 0, interpreter_nodes = 0;
   for (const FusionGroup& g : cm->lowered.plan.groups) (g.compiled ? kernels : interpreter_nodes) += 1;

@@ -43,21 +43,24 @@ std::map<std::string, int64_t> plan_bindings(const Graph& g, const std::map<std:
 }
 
 // The arena plan of the compiled path for these bindings.
-MemoryPlan plan_for(const Model& m, const std::map<std::string, int64_t>& bindings, Target t) {
-  const CompiledModel c = t == Target::Cuda ? lower_for_cuda(m) : lower_for_cpu(m);
+MemoryPlan plan_for(const Model& m, const std::map<std::string, int64_t>& bindings, const DriverOptions& o) {
+  const LowerOptions lo = lower_options(o);
+  const CompiledModel c = o.target == Target::Cuda ? lower_for_cuda(m, lo) : lower_for_cpu(m, lo);
   return plan_memory(*m.graph, build_steps(c, nullptr), bindings);
 }
 
 // The text of a compiled stage: fusion groups (marking the ones the
 // interpreter runs), loop IR, LLVM IR after optimisation, assembly, CUDA C++
 // or PTX (for cuda_arch, or the device's). Groups and loop IR are those of
-// target `t`'s lowering.
-std::string emit_stage(const Model& m, const std::string& emit, const std::string& cuda_arch, Target t) {
-  if (emit == "cuda") return emit_cuda(m, cuda_arch);
-  if (emit == "ptx") return emit_ptx(m, cuda_arch);
+// the target's lowering, with the schedules `o` asks for (--tuning-db, --knob).
+std::string emit_stage(const Model& m, const std::string& emit, const std::string& cuda_arch, const DriverOptions& o) {
+  if (emit == "cuda") return emit_cuda(m, cuda_arch, o.knobs);
+  if (emit == "ptx") return emit_ptx(m, cuda_arch, o.knobs);
+  const Target t = o.target;
   TS_CHECK(t != Target::Cuda || (emit != "llvm" && emit != "asm"), "--emit ", emit,
            " shows CPU code; with --target cuda use --emit cuda or ptx");
-  CompiledModel c = t == Target::Cuda ? lower_for_cuda(m) : lower_for_cpu(m);
+  const LowerOptions lo = lower_options(o);
+  CompiledModel c = t == Target::Cuda ? lower_for_cuda(m, lo) : lower_for_cpu(m, lo);
   if (emit == "fused") {
     std::string out = print_fusion(c.plan);
     for (const std::string& why : c.fallback_reasons) out += "# interpreter: " + why + "\n";
@@ -101,10 +104,10 @@ int cmd_inspect(const InspectArgs& a, const CommonArgs& c) {
   std::optional<MemoryPlan> plan;
   if (a.print_after.empty() && a.emit == "plan") {
     const auto bindings = plan_bindings(*m->graph, o.dims);
-    plan = plan_for(*m, bindings, o.target);
+    plan = plan_for(*m, bindings, o);
     ir = print_memory_plan(*plan, bindings);
   } else if (a.print_after.empty()) {
-    ir = a.emit == "graph" ? print_model(*m, po) : emit_stage(*m, a.emit, a.cuda_arch, o.target);
+    ir = a.emit == "graph" ? print_model(*m, po) : emit_stage(*m, a.emit, a.cuda_arch, o);
   }
   if (c.json) {
     Json j = Json::object();

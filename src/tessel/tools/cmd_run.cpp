@@ -37,6 +37,7 @@ DriverOptions driver_options(const CommonArgs& c) {
   o.dims = parse_dim_bindings(c.dims);
   o.threads = c.threads;
   o.tuning_db = c.tuning_db;
+  for (const std::string& k : c.knobs) o.knobs.push_back(parse_knob(k));
   for (const std::string& p : c.disable_pass) {
     check_pass_name("--disable-pass", p, false);
     o.disabled_passes.insert(p);

@@ -20,6 +20,7 @@ struct CommonArgs {
   bool json = false;
   std::vector<std::string> disable_pass;  // --disable-pass NAME (repeatable)
   std::string tuning_db;                  // --tuning-db PATH
+  std::vector<std::string> knobs;         // --knob PRIMITIVE.KEY=VALUE (repeatable)
 };
 
 DriverOptions driver_options(const CommonArgs& c);

@@ -39,6 +39,11 @@ void add_common(CLI::App* sub, CommonArgs* c) {
   sub->add_option("--tuning-db", c->tuning_db,
                   "Tuned schedules from this database (tessel tune --db); kernels without a record keep the default")
       ->type_name("PATH");
+  sub->add_option("--knob", c->knobs,
+                  "Set a schedule template knob for every kernel that takes it, over the defaults and tuned "
+                  "schedules, e.g. gpu.gemm.tma=0, gpu.flash.on=0, gemm.pack.a=0 (repeatable; docs/tuning.md)")
+      ->allow_extra_args(false)
+      ->type_name("PRIMITIVE.KEY=VALUE");
   sub->add_flag("--json", c->json, "Print exactly one JSON object on stdout; logs go to stderr");
 }
 

@@ -32,6 +32,7 @@ struct CpuCeilings {
   double fma_gflops_per_core = 200;  // fp32 GFLOP/s (2 per FMA)
   double dram_gbs = 20;              // per thread
   double pack_gbs = 8;               // packing copies and gathers, per thread
+  double cache_gbs = 40;             // copies whose source is in the core's L2, per thread
   double fork_us = 3;                // one parallel_for of the thread pool
   int threads = 2;
 };

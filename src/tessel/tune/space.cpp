@@ -52,6 +52,12 @@ std::vector<int64_t> block_sizes(std::initializer_list<int64_t> targets, int64_t
   return {out.begin(), out.end()};
 }
 
+// schedule/gemm.h b_panels_fit, from the kernel's facts.
+bool reads_panels(const KernelFacts& f, const Tile& t) {
+  const int64_t w = f.b_panel_width;
+  return w > 0 && f.n > 0 && t.nr % w == 0 && w % t.lanes == 0 && round_up(f.n, t.nr) <= f.b_panel_columns;
+}
+
 constexpr int64_t kScratchFloats = (int64_t{1} << 20) / 4;  // gemm.h's 1 MiB cap per packed block
 
 void gemm_space(const Schedule& base, const KernelFacts& f, const CpuInfo& cpu, std::vector<Schedule>* out) {
@@ -75,7 +81,9 @@ void gemm_space(const Schedule& base, const KernelFacts& f, const CpuInfo& cpu, 
               block.set("kc", kc);
               block.set("nc", nc);
               s.get("gemm.parallel").set("mode", md);
-              s.get("gemm.pack").set("a", pack);
+              Primitive& pk = s.get("gemm.pack");
+              pk.set("a", pack);
+              pk.set("b", reads_panels(f, t) ? 0 : 1);
               out->push_back(std::move(s));
             }
           }

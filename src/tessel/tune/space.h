@@ -9,7 +9,8 @@
 //                     L1), MC (the packed A block in L2), NC (the packed B
 //                     block, within the 1 MiB stack cap); the parallel
 //                     decomposition (M blocks or M x N tiles); A packed or
-//                     read in place.
+//                     read in place; a prepacked B read in place where the
+//                     tile reads whole panels, else packed.
 //   nest              the innermost loop's vector width; the parallel loop
 //                     on or off (a small kernel may not pay for a fork).
 //   depthwise         the parallel loop on or off.
@@ -31,6 +32,7 @@ namespace tessel {
 struct KernelFacts {
   std::string kind;                            // LoweredGroup::schedule
   int64_t m = -1, n = -1, k = -1, batch = 1;   // GEMM kinds (-1: symbolic)
+  int64_t b_panel_width = 0, b_panel_columns = 0;  // B prepacked in panels (schedule/gemm.h), else 0
   int64_t out_elements = 0;                    // output tensor elements
   int64_t bytes = 0;                           // bytes of every param (read or written once)
   int64_t parallel_units = 0;                  // iterations of the parallel loop (0: none)

@@ -32,7 +32,6 @@
 #include <vector>
 
 #include "tessel/codegen/cuda/emitter.h"
-#include "tessel/support/env.h"
 #include "tessel/loop/affine.h"
 #include "tessel/loop/scalar.h"
 #include "tessel/loop/simplify.h"
@@ -247,21 +246,17 @@ int64_t MmaPlan::shared_bytes() const {
 
 bool arch_has_wgmma(const std::string& arch) { return arch == "sm_90a"; }
 
-bool use_wgmma_for(const std::string& arch) { return arch_has_wgmma(arch) && !env_is("TESSEL_CUDA_WGMMA", "0"); }
-
-GemmTarget gemm_target_for(const std::string& arch) {
+GemmTarget gemm_target_for(const std::string& arch, const std::vector<Primitive>& knobs) {
   GemmTarget t;
-  t.wgmma = use_wgmma_for(arch);
-  t.tma = !env_is("TESSEL_CUDA_TMA", "0");
-  // For measuring the planner's K thresholds (docs/codegen_cuda.md): both set to N.
-  if (const char* k = std::getenv("TESSEL_CUDA_TMA_MIN_K"); k && *k) {
-    char* end = nullptr;
-    const long long v = std::strtoll(k, &end, 10);
-    TS_CHECK(*end == 0 && v >= 0, "TESSEL_CUDA_TMA_MIN_K must be a count of elements, got '", k, "'");
-    t.tma_min_k = t.tma_min_k_cheap = v;
-  }
-  t.flash_wgmma = t.wgmma && !env_is("TESSEL_CUDA_FLASH_WGMMA", "0");
-  t.wgmma_overlap = !env_is("TESSEL_CUDA_WGMMA_OVERLAP", "0");
+  const auto flag = [&](const char* name, const char* key, bool def) { return knob_int(knobs, name, key, def) != 0; };
+  t.wgmma = arch_has_wgmma(arch) && flag("gpu.gemm", "wgmma", true);
+  t.tma = flag("gpu.gemm", "tma", t.tma);
+  t.tma_min_k = knob_int(knobs, "gpu.gemm", "tma_min_k", t.tma_min_k);
+  t.tma_min_k_cheap = knob_int(knobs, "gpu.gemm", "tma_min_k_cheap", t.tma_min_k_cheap);
+  t.wgmma_overlap = flag("gpu.gemm", "overlap", t.wgmma_overlap);
+  t.fill_blocks = knob_int(knobs, "gpu.gemm", "fill_blocks", t.fill_blocks);
+  t.flash_wgmma = t.wgmma && flag("gpu.flash", "wgmma", true);
+  t.flash_wgmma_min_keys = knob_int(knobs, "gpu.flash", "min_keys", t.flash_wgmma_min_keys);
   return t;
 }
 

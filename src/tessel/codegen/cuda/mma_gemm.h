@@ -49,6 +49,7 @@
 #include <string>
 
 #include "tessel/loop/ir.h"
+#include "tessel/schedule/schedule.h"
 
 namespace tessel::cuda {
 
@@ -131,10 +132,10 @@ struct GemmTarget {
   int64_t tma_min_k = 1024, tma_min_k_cheap = 256;
   int sm_count = 132;  // multiprocessors (H100/H200 SXM: 132)
   // MmaPlan::wgmma_overlap where the pipeline has the stages for it; off:
-  // TESSEL_CUDA_WGMMA_OVERLAP=0 (to compare).
+  // --knob gpu.gemm.overlap=0 (to compare).
   bool wgmma_overlap = true;
   // Flash attention's warp-specialised wgmma form where it pays
-  // (flash_attention.cpp: long key sequences); off: TESSEL_CUDA_FLASH_WGMMA=0.
+  // (flash_attention.cpp: long key sequences); off: --knob gpu.flash.wgmma=0.
   bool flash_wgmma = false;
   // ... for key counts from this many up, or unknown at compile time.
   int64_t flash_wgmma_min_keys = 512;
@@ -150,14 +151,11 @@ MmaPlan plan_mma_gemm(const loop::StmtNode& contract, const GemmTarget& target =
 // (the arch-specific feature set; plain sm_90 and later archs lack it).
 bool arch_has_wgmma(const std::string& arch);
 
-// arch_has_wgmma(arch), unless the environment sets TESSEL_CUDA_WGMMA=0 (to
-// compare with, or fall back to, the mma.sync pipeline).
-bool use_wgmma_for(const std::string& arch);
-// wgmma from use_wgmma_for; tma unless TESSEL_CUDA_TMA=0; both of tma's K
-// thresholds from TESSEL_CUDA_TMA_MIN_K when set (to measure them);
-// flash_wgmma with wgmma unless TESSEL_CUDA_FLASH_WGMMA=0; wgmma_overlap
-// unless TESSEL_CUDA_WGMMA_OVERLAP=0.
-GemmTarget gemm_target_for(const std::string& arch);
+// The target for `arch` with the template knobs (schedule.h) over its
+// defaults: gpu.gemm's wgmma (only where arch_has_wgmma; 0 falls back to the
+// mma.sync pipeline), tma, tma_min_k, tma_min_k_cheap, overlap and
+// fill_blocks; gpu.flash's wgmma (with wgmma) and min_keys.
+GemmTarget gemm_target_for(const std::string& arch, const std::vector<Primitive>& knobs = {});
 
 // Whether `e` is always a value of type t (f16 or bf16) held in f32:
 // cast<f32> of a t value, a float immediate exact in t, or a select of such.
