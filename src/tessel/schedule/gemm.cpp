@@ -137,12 +137,24 @@ class GemmBuilder {
   Stmt pack(const Packing& pk) {
     Expr p = var(pk.tag + "p");
     Expr x0 = pk.origin + p * Expr(pk.width);
+    // A vectorized row is copied in pieces of the largest power of two that
+    // divides the width, at most 16 lanes: a row of NR = 24 as one 24-lane
+    // vector made LLVM 19 split its gather into 16 + 8 lanes, and the
+    // 8-lane vgatherqps it selected once had the same register for index
+    // and data, which the CPU refuses (SIGILL in a tuner's candidate).
+    const int piece = pk.lane_kind == ForKind::Vectorized ? std::min(16, pk.width & -pk.width) : pk.width;
+    const bool split = piece < pk.width;
     auto copy = [&](bool edge) {
       const std::string k = fresh(pk.tag + "k"), x = fresh(pk.tag + "x");
-      Expr kk = loop::var(k), xx = loop::var(x);
+      const std::string xv = split ? fresh(pk.tag + "xv") : "";
+      Expr kk = loop::var(k);
+      Expr xx = split ? loop::var(xv) * Expr(piece) + loop::var(x) : loop::var(x);
       Stmt put = loop::store(pk.buf, {p, kk, xx}, pk.value(k0_ + kk, x0 + xx));
       if (edge) put = loop::if_then(lt(x0 + xx, pk.limit), put, loop::store(pk.buf, {p, kk, xx}, f32_zero()));
-      return loop::for_loop(k, 0, klen_, ForKind::Serial, loop::for_loop(x, 0, pk.width, pk.lane_kind, put));
+      Stmt row = split ? loop::for_loop(xv, 0, pk.width / piece, ForKind::Unrolled,
+                                        loop::for_loop(x, 0, piece, pk.lane_kind, put))
+                       : loop::for_loop(x, 0, pk.width, pk.lane_kind, put);
+      return loop::for_loop(k, 0, klen_, ForKind::Serial, row);
     };
     Stmt panel = loop::if_then(le(x0 + Expr(pk.width), pk.limit), copy(false), copy(true));
     return loop::for_loop(name(pk.tag + "p"), 0, ceil_div(pk.len, pk.width), ForKind::Serial, panel);
