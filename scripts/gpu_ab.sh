@@ -24,10 +24,13 @@ for variant in "$@"; do
   envs=()
   args=()
   for word in $variant; do
-    case "$word" in
-      *=*) envs+=("$word") ;;
-      *) args+=("--tessel-arg=$word") ;;
-    esac
+    # NAME=VALUE with an upper-case NAME is the environment; other words
+    # (--knob gpu.gemm.tma=0 included) are tessel's.
+    if [[ "$word" =~ ^[A-Z_][A-Z0-9_]*= ]]; then
+      envs+=("$word")
+    else
+      args+=("--tessel-arg=$word")
+    fi
   done
   echo "== variant $n: ${variant:-default}"
   env "${envs[@]}" python3 bench/gpu_models.py --tessel gpu-bundle/tessel --models-dir gpu-bundle/models \
