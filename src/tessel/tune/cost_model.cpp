@@ -155,68 +155,112 @@ void LearnedCostModel::add(std::vector<double> features, double analytical_us, d
 
 namespace {
 
-// Solves (A + ridge I) w = b in place by Gaussian elimination with partial
-// pivoting (A is symmetric positive definite after the ridge).
-std::vector<double> solve(std::vector<std::vector<double>> a, std::vector<double> b) {
-  const size_t n = b.size();
-  for (size_t col = 0; col < n; ++col) {
-    size_t piv = col;
-    for (size_t r = col + 1; r < n; ++r)
-      if (std::abs(a[r][col]) > std::abs(a[piv][col])) piv = r;
-    std::swap(a[col], a[piv]);
-    std::swap(b[col], b[piv]);
-    if (std::abs(a[col][col]) < 1e-12) continue;
-    for (size_t r = col + 1; r < n; ++r) {
-      const double f = a[r][col] / a[col][col];
-      for (size_t k = col; k < n; ++k) a[r][k] -= f * a[col][k];
-      b[r] -= f * b[col];
+constexpr int kTrees = 60, kDepth = 3;
+constexpr size_t kMinLeaf = 8;
+constexpr double kLearningRate = 0.2;
+constexpr int kCandidateSplits = 16;  // thresholds tried per feature: its quantiles
+
+using Node = LearnedCostModel::Node;
+
+// Grows a regression tree of `depth` over the samples `rows` fitting `r`
+// (the residuals), appending its nodes to `tree`; returns the root's index.
+int grow(const std::vector<std::vector<double>>& x, const std::vector<double>& r, std::vector<size_t> rows,
+         int depth, std::vector<Node>* tree) {
+  double mean = 0;
+  for (size_t i : rows) mean += r[i] / static_cast<double>(rows.size());
+  const int at = static_cast<int>(tree->size());
+  tree->push_back(Node{-1, 0, mean, -1, -1});
+  if (depth == 0 || rows.size() < 2 * kMinLeaf) return at;
+  // The split that most reduces the squared error: for each feature, its
+  // quantiles as thresholds.
+  double best_gain = 1e-12;
+  int best_f = -1;
+  double best_t = 0;
+  const size_t features = x[rows[0]].size();
+  std::vector<double> vals(rows.size());
+  for (size_t f = 0; f < features; ++f) {
+    for (size_t j = 0; j < rows.size(); ++j) vals[j] = x[rows[j]][f];
+    std::vector<double> sorted = vals;
+    std::sort(sorted.begin(), sorted.end());
+    if (sorted.front() == sorted.back()) continue;
+    for (int q = 1; q < kCandidateSplits; ++q) {
+      const double t = sorted[sorted.size() * static_cast<size_t>(q) / kCandidateSplits];
+      double sl = 0, sr = 0;
+      size_t nl = 0;
+      for (size_t j = 0; j < rows.size(); ++j) {
+        if (vals[j] < t) {
+          sl += r[rows[j]];
+          ++nl;
+        } else {
+          sr += r[rows[j]];
+        }
+      }
+      const size_t nr = rows.size() - nl;
+      if (nl < kMinLeaf || nr < kMinLeaf) continue;
+      // Reduction of the sum of squares: sl^2/nl + sr^2/nr - (sl+sr)^2/n.
+      const double total = sl + sr;
+      const double gain = sl * sl / static_cast<double>(nl) + sr * sr / static_cast<double>(nr) -
+                          total * total / static_cast<double>(rows.size());
+      if (gain > best_gain) {
+        best_gain = gain;
+        best_f = static_cast<int>(f);
+        best_t = t;
+      }
     }
   }
-  std::vector<double> w(n, 0.0);
-  for (size_t i = n; i-- > 0;) {
-    double v = b[i];
-    for (size_t k = i + 1; k < n; ++k) v -= a[i][k] * w[k];
-    w[i] = std::abs(a[i][i]) < 1e-12 ? 0 : v / a[i][i];
+  if (best_f < 0) return at;
+  std::vector<size_t> left, right;
+  for (size_t i : rows) (x[i][static_cast<size_t>(best_f)] < best_t ? left : right).push_back(i);
+  const int l = grow(x, r, std::move(left), depth - 1, tree);
+  const int rt = grow(x, r, std::move(right), depth - 1, tree);
+  Node& n = (*tree)[static_cast<size_t>(at)];
+  n.feature = best_f;
+  n.threshold = best_t;
+  n.left = l;
+  n.right = rt;
+  return at;
+}
+
+double evaluate(const std::vector<Node>& tree, const std::vector<double>& x) {
+  int i = 0;
+  while (tree[static_cast<size_t>(i)].feature >= 0) {
+    const Node& n = tree[static_cast<size_t>(i)];
+    i = x[static_cast<size_t>(n.feature)] < n.threshold ? n.left : n.right;
   }
-  return w;
+  return tree[static_cast<size_t>(i)].value;
 }
 
 }  // namespace
 
-void LearnedCostModel::fit(double ridge, size_t min_samples) {
+void LearnedCostModel::fit(size_t min_samples) {
   fitted_ = false;
+  trees_.clear();
   if (y_.size() < min_samples) return;
-  const size_t d = x_[0].size(), n = y_.size();
-  mean_.assign(d, 0);
-  scale_.assign(d, 0);
-  for (const auto& row : x_)
-    for (size_t j = 0; j < d; ++j) mean_[j] += row[j] / static_cast<double>(n);
-  for (const auto& row : x_)
-    for (size_t j = 0; j < d; ++j) scale_[j] += (row[j] - mean_[j]) * (row[j] - mean_[j]) / static_cast<double>(n);
-  for (double& s : scale_) s = s > 1e-12 ? std::sqrt(s) : 0;  // constant features drop out
+  const size_t n = y_.size();
   bias_ = 0;
   for (double y : y_) bias_ += y / static_cast<double>(n);
-  std::vector<std::vector<double>> a(d, std::vector<double>(d, 0));
-  std::vector<double> b(d, 0);
-  for (size_t i = 0; i < n; ++i) {
-    std::vector<double> z(d);
-    for (size_t j = 0; j < d; ++j) z[j] = scale_[j] > 0 ? (x_[i][j] - mean_[j]) / scale_[j] : 0;
-    for (size_t j = 0; j < d; ++j) {
-      b[j] += z[j] * (y_[i] - bias_);
-      for (size_t k = 0; k < d; ++k) a[j][k] += z[j] * z[k];
-    }
+  std::vector<double> residual(n);
+  for (size_t i = 0; i < n; ++i) residual[i] = y_[i] - bias_;
+  std::vector<size_t> all(n);
+  for (size_t i = 0; i < n; ++i) all[i] = i;
+  for (int t = 0; t < kTrees; ++t) {
+    std::vector<Node> tree;
+    grow(x_, residual, all, kDepth, &tree);
+    for (size_t i = 0; i < n; ++i) residual[i] -= kLearningRate * evaluate(tree, x_[i]);
+    trees_.push_back(std::move(tree));
   }
-  for (size_t j = 0; j < d; ++j) a[j][j] += ridge;
-  weights_ = solve(std::move(a), std::move(b));
   fitted_ = true;
 }
 
-double LearnedCostModel::predict_us(const std::vector<double>& features, double analytical_us) const {
-  if (!fitted_ || features.size() != weights_.size()) return analytical_us;
+double LearnedCostModel::predict_log_ratio(const std::vector<double>& features) const {
   double y = bias_;
-  for (size_t j = 0; j < weights_.size(); ++j)
-    if (scale_[j] > 0) y += weights_[j] * (features[j] - mean_[j]) / scale_[j];
-  return analytical_us * std::exp(std::clamp(y, -5.0, 5.0));
+  for (const std::vector<Node>& tree : trees_) y += kLearningRate * evaluate(tree, features);
+  return y;
+}
+
+double LearnedCostModel::predict_us(const std::vector<double>& features, double analytical_us) const {
+  if (!fitted_ || x_.empty() || features.size() != x_[0].size()) return analytical_us;
+  return analytical_us * std::exp(std::clamp(predict_log_ratio(features), -5.0, 5.0));
 }
 
 }  // namespace tessel
