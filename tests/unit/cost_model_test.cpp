@@ -1,0 +1,127 @@
+// The tuner's cost model (tune/cost_model.h): the analytical GEMM roofline
+// orders the schedules it can tell apart the way the hardware does, the
+// learned trees fit a correction the roofline cannot express (an
+// interaction of two knobs), and the search space keeps to legal schedules.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "tessel/schedule/schedule.h"
+#include "tessel/tune/cost_model.h"
+#include "tessel/tune/space.h"
+
+namespace tessel {
+namespace {
+
+CpuInfo avx512() {
+  CpuInfo c = cpu_info_from_features("+avx,+avx2,+fma,+avx512f");
+  c.l1d_bytes = 32 * 1024;
+  c.l2_bytes = 1024 * 1024;
+  c.cores = 2;
+  return c;
+}
+
+Schedule gemm(int mr, int nr, int lanes, int mc, int kc, int nc, const char* mode, int pack_a, int pack_b = 1) {
+  Schedule s{"gemm", {}};
+  Primitive& t = s.get("gemm.tile");
+  t.set("mr", mr);
+  t.set("nr", nr);
+  t.set("lanes", lanes);
+  Primitive& b = s.get("gemm.block");
+  b.set("mc", mc);
+  b.set("kc", kc);
+  b.set("nc", nc);
+  s.get("gemm.parallel").set("mode", mode);
+  Primitive& p = s.get("gemm.pack");
+  p.set("a", pack_a);
+  p.set("b", pack_b);
+  check_schedule(s);
+  return s;
+}
+
+KernelFacts bert_ffn() {
+  KernelFacts f;
+  f.kind = "gemm";
+  f.m = 128;
+  f.n = 3072;
+  f.k = 768;
+  return f;
+}
+
+TEST(CostModel, RooflineOrdersWhatItModels) {
+  const CpuInfo cpu = avx512();
+  CpuCeilings c;
+  const KernelFacts f = bert_ffn();
+  const auto cost = [&](const Schedule& s) { return analytical_cost_us(s, f, cpu, c); };
+  // One M block of 128 rows: over M blocks only one thread works; over
+  // (M, N) tiles both do.
+  EXPECT_GT(cost(gemm(8, 32, 16, 128, 256, 512, "m_blocks", 1)), 1.5 * cost(gemm(8, 32, 16, 128, 256, 512, "tiles", 1)));
+  // 24 K blocks carry the partial sums through memory 23 times, 6 blocks 5
+  // times (both B micro-panels fit L1).
+  EXPECT_GT(cost(gemm(8, 32, 16, 128, 32, 512, "tiles", 1)), cost(gemm(8, 32, 16, 128, 128, 512, "tiles", 1)));
+  // Too few accumulators to cover the FMA latency.
+  EXPECT_GT(cost(gemm(1, 16, 16, 128, 256, 512, "tiles", 1)), cost(gemm(8, 32, 16, 128, 256, 512, "tiles", 1)));
+  // A prepacked B read in place skips the copy.
+  EXPECT_LT(cost(gemm(4, 64, 16, 128, 256, 128, "tiles", 0, 0)), cost(gemm(4, 64, 16, 128, 256, 128, "tiles", 0, 1)));
+  // Every cost is positive and finite.
+  for (const Schedule& s : search_space(gemm(8, 32, 16, 128, 256, 512, "tiles", 1), f, cpu)) {
+    const double us = cost(s);
+    EXPECT_TRUE(std::isfinite(us) && us > 0) << print_schedule(s);
+  }
+}
+
+TEST(CostModel, LearnedTreesFitAnInteraction) {
+  // Measured = analytical x (2 when features 0 and 1 are both above 0.5,
+  // else 1): a product of two conditions, which no sum of per-feature terms
+  // gives. The trees must rank a held-out sample's pair right.
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<double> u(0, 1);
+  LearnedCostModel m;
+  const auto truth = [](const std::vector<double>& x) { return x[0] > 0.5 && x[1] > 0.5 ? 2.0 : 1.0; };
+  for (int i = 0; i < 400; ++i) {
+    std::vector<double> x{u(rng), u(rng), u(rng)};
+    m.add(x, 10.0, 10.0 * truth(x));
+  }
+  EXPECT_EQ(m.predict_us({0.9, 0.9, 0.1}, 10.0), 10.0);  // before fit: the analytical cost
+  m.fit();
+  EXPECT_NEAR(m.predict_us({0.9, 0.9, 0.1}, 10.0), 20.0, 2.0);
+  EXPECT_NEAR(m.predict_us({0.9, 0.1, 0.1}, 10.0), 10.0, 1.0);
+  EXPECT_NEAR(m.predict_us({0.1, 0.9, 0.9}, 10.0), 10.0, 1.0);
+  // Too few samples: no fit, the analytical cost unchanged.
+  LearnedCostModel few;
+  few.add({1, 2, 3}, 5.0, 50.0);
+  few.fit();
+  EXPECT_EQ(few.predict_us({1, 2, 3}, 5.0), 5.0);
+  // Features of another length (another model's trials) are not trusted.
+  EXPECT_EQ(m.predict_us({0.9, 0.9}, 10.0), 10.0);
+}
+
+TEST(CostModel, SpaceHoldsOnlyLegalSchedules) {
+  const CpuInfo cpu = avx512();
+  KernelFacts f = bert_ffn();
+  f.b_panel_width = 16;
+  f.b_panel_columns = 3072;
+  const Schedule def = gemm(8, 32, 16, 128, 128, 512, "tiles", 1, 0);
+  const std::vector<Schedule> space = search_space(def, f, cpu);
+  ASSERT_GT(space.size(), 100u);
+  EXPECT_EQ(space[0], def);
+  size_t in_place = 0;
+  for (const Schedule& s : space) {
+    EXPECT_NO_THROW(check_schedule(s)) << print_schedule(s);
+    const Primitive* t = s.find("gemm.tile");
+    const Primitive* p = s.find("gemm.pack");
+    ASSERT_TRUE(t && p);
+    // B is read in place exactly where the tile reads whole 16-wide panels.
+    const int64_t nr = t->int_attr("nr", 0), lanes = t->int_attr("lanes", 0);
+    EXPECT_EQ(p->int_attr("b", 1) == 0, nr % 16 == 0 && 16 % lanes == 0) << print_schedule(s);
+    in_place += p->int_attr("b", 1) == 0;
+  }
+  EXPECT_GT(in_place, 0u);
+  // Neighbours differ in one or two knob values and come from the space.
+  for (const Schedule& n : neighbours(def, space)) EXPECT_NE(std::find(space.begin(), space.end(), n), space.end());
+}
+
+}  // namespace
+}  // namespace tessel
