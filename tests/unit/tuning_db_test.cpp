@@ -19,8 +19,6 @@
 #include "tessel/codegen/cuda/driver_api.h"
 #include "tessel/support/error.h"
 #include "tessel/support/fast_hash.h"
-#include "tessel/driver/tuning.h"
-#include "tessel/tune/cost_model.h"
 #include "tessel/tune/database.h"
 #include "tessel/tune/fingerprint.h"
 
@@ -302,42 +300,6 @@ TEST(TuningDb, Fingerprints) {
   d.multiprocessors = 132;
   const HardwareFingerprint gpu = cuda_fingerprint(d, "sm_90a");
   EXPECT_EQ(gpu.str(), "cuda|NVIDIA H100 80GB HBM3|sm_90a|12.4|t132");
-}
-
-// The measurements kept beside the database for the learned cost model:
-// what one run appends the next loads; another machine's lines, damaged
-// lines and features of another length are skipped.
-TEST(TuningSamples, AppendedMeasurementsLoadBack) {
-  TempDir t("samples");
-  const std::string db = (t.dir / "t.db").string();
-  EXPECT_TRUE(load_tuning_samples(db, 2).empty());  // no file yet
-  KernelTuning k;
-  const size_t n = feature_names().size();
-  for (int i = 0; i < 3; ++i) {
-    TuneTrial tr;
-    tr.features.assign(n, 0.25 * i);
-    tr.analytical_us = 10 + i;
-    tr.measured_us = 20 + i;
-    tr.wrong = i == 1;  // a wrong candidate's time is no measurement
-    k.trials.push_back(tr);
-  }
-  append_tuning_samples(db, 2, k);
-  {
-    std::ofstream out(db + ".samples", std::ios::app);
-    out << "cpu|other|f:0||t2\t1\t2\t" << std::string(n * 2 - 1, '0') << "\n";  // another machine
-    out << host_cpu_fingerprint(2) << "\t5\t6\t1,2,3\n";                      // 3 features
-    out << host_cpu_fingerprint(2) << "\tx\t6\t1\n";                           // damaged
-    out << host_cpu_fingerprint(2) << "\t5\t-6\t1\n";                          // no time
-  }
-  const std::vector<TuneSample> s = load_tuning_samples(db, 2);
-  ASSERT_EQ(s.size(), 2u);
-  EXPECT_EQ(s[0].analytical_us, 10);
-  EXPECT_EQ(s[0].measured_us, 20);
-  EXPECT_EQ(s[1].measured_us, 22);
-  EXPECT_EQ(s[1].features, std::vector<double>(n, 0.5));
-  EXPECT_TRUE(load_tuning_samples(db, 4).empty());  // another thread count is another fingerprint
-  EXPECT_EQ(load_tuning_samples(db, 2, 1).size(), 1u);  // capped to the newest
-  EXPECT_EQ(load_tuning_samples(db, 2, 1)[0].measured_us, 22);
 }
 
 }  // namespace

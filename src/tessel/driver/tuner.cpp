@@ -273,11 +273,6 @@ class Search {
   explicit Search(const TuneOptions& o) : o_(o), pool_(o.threads), rng_(o.seed) {
     cpu_ = host_cpu_info(cpu::host_cpu_features());
     ceil_.threads = o.threads;
-    // Earlier runs' measurements: the model ranks from the first round
-    // (fitted on this run's alone, its early rounds are the roofline's).
-    for (const TuneSample& p : o.prior) learned_.add(p.features, p.analytical_us, p.measured_us);
-    learned_.fit();
-    fitted_samples_ = learned_.samples();
   }
 
   TuneReport run(const Model& m, const std::vector<RtValue>& inputs,

@@ -36,13 +36,6 @@
 
 namespace tessel {
 
-// A measurement of an earlier tuning run on this machine: what the learned
-// cost model trains on before this run has measured anything.
-struct TuneSample {
-  std::vector<double> features;
-  double analytical_us = 0, measured_us = 0;
-};
-
 struct TuneOptions {
   double budget_s = 600;     // the whole search, reference run and default timings included
   int max_trials = 64;       // candidates measured per kernel (besides its default)
@@ -54,7 +47,6 @@ struct TuneOptions {
   std::ostream* log = nullptr;  // progress: a bar on a terminal, else a line per kernel
   bool progress_bar = false;
   const std::atomic<bool>* stop = nullptr;  // set: finish the current candidate and report
-  std::vector<TuneSample> prior;  // earlier runs' measurements (tuning.h load_tuning_samples)
 };
 
 struct TuneTrial {

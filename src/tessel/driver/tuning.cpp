@@ -1,18 +1,13 @@
 #include "tessel/driver/tuning.h"
 
-#include <cmath>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include "tessel/driver/options.h"
 #include "tessel/runtime/thread_pool.h"
 #include "tessel/support/error.h"
 #include "tessel/support/fast_hash.h"
 #include "tessel/tune/database.h"
-#include "tessel/tune/cost_model.h"
 #include "tessel/tune/fingerprint.h"
 
 #ifdef TESSEL_HAVE_LLVM
@@ -50,59 +45,6 @@ void TuningRecorder::record(const KernelTuning& k) {
   r.kernel_name = k.name;
   r.trials = static_cast<int64_t>(k.trials.size());
   TuningDatabase::open(path_).record(r);
-}
-
-namespace {
-
-// One sample a line: FINGERPRINT \t ANALYTICAL_US \t MEASURED_US \t F1,F2,...
-std::string samples_path(const std::string& db_path) { return db_path + ".samples"; }
-
-}  // namespace
-
-std::vector<TuneSample> load_tuning_samples(const std::string& db_path, int threads, size_t max) {
-  std::vector<TuneSample> out;
-  std::ifstream in(samples_path(db_path));
-  if (!in) return out;
-  const std::string fp = host_cpu_fingerprint(threads);
-  const size_t features = feature_names().size();
-  for (std::string line; std::getline(in, line);) {
-    std::istringstream is(line);
-    std::string who, feats;
-    TuneSample s;
-    if (!std::getline(is, who, '\t') || who != fp) continue;
-    if (!(is >> s.analytical_us >> s.measured_us >> feats)) continue;
-    if (!(s.analytical_us > 0) || !(s.measured_us > 0) || !std::isfinite(s.measured_us)) continue;
-    std::istringstream fs(feats);
-    for (std::string v; std::getline(fs, v, ',');) {
-      char* end = nullptr;
-      const double d = std::strtod(v.c_str(), &end);
-      if (end == v.c_str() || *end != 0 || !std::isfinite(d)) break;
-      s.features.push_back(d);
-    }
-    if (s.features.size() == features) out.push_back(std::move(s));
-  }
-  if (out.size() > max) out.erase(out.begin(), out.end() - static_cast<std::ptrdiff_t>(max));
-  return out;
-}
-
-void append_tuning_samples(const std::string& db_path, int threads, const KernelTuning& k) {
-  std::string lines;
-  const std::string fp = host_cpu_fingerprint(threads);
-  for (const TuneTrial& t : k.trials) {
-    if (t.wrong || !(t.measured_us > 0) || !(t.analytical_us > 0)) continue;
-    std::ostringstream os;
-    os.precision(9);
-    os << fp << '\t' << t.analytical_us << '\t' << t.measured_us << '\t';
-    for (size_t i = 0; i < t.features.size(); ++i) os << (i ? "," : "") << t.features[i];
-    lines += os.str() + "\n";
-  }
-  if (lines.empty()) return;
-  // One write of whole lines in append mode: concurrent tuners interleave
-  // lines, not parts of them. Losing samples only costs ranking quality.
-  std::ofstream out(samples_path(db_path), std::ios::app | std::ios::binary);
-  out << lines;
-  out.flush();
-  if (!out) std::cerr << "warning: tuning samples " << samples_path(db_path) << ": write failed\n";
 }
 
 ScheduleLookup tuning_db_lookup(const std::string& path, int threads, std::ostream* log) {

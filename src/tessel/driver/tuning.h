@@ -29,14 +29,6 @@ class TuningRecorder {
   std::string path_, fingerprint_;
 };
 
-// The measurements earlier `tessel tune` runs kept beside the database at
-// `db_path` (db_path + ".samples") for this machine and thread count, of
-// the current feature set; damaged lines are skipped. Capped at the newest
-// `max` samples.
-std::vector<TuneSample> load_tuning_samples(const std::string& db_path, int threads, size_t max = 20000);
-// Appends a tuned kernel's correct measurements to that file.
-void append_tuning_samples(const std::string& db_path, int threads, const KernelTuning& k);
-
 // A lookup of the records for this machine in the database at `path`; a
 // missing file gives none (a warning on `log`), a record whose schedule does
 // not parse is skipped with a warning.

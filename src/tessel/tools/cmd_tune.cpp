@@ -89,11 +89,9 @@ int cmd_tune(const TuneArgs& a, const CommonArgs& c) {
     TS_CHECK(trials.good(), "--trials-out: cannot write ", a.trials_out);
   }
   TuningRecorder recorder(db_path, t.threads);
-  t.prior = load_tuning_samples(db_path, t.threads);
   auto previous = std::signal(SIGINT, on_interrupt);
   const TuneReport r = tune_for_cpu(*m, inputs, t, [&](const KernelTuning& k) {
     recorder.record(k);
-    append_tuning_samples(db_path, t.threads, k);
     if (trials.is_open())
       for (const TuneTrial& tr : k.trials) trials << trial_json(k, tr).dump() << "\n";
   });
