@@ -21,6 +21,10 @@
 // ones: every tile of the search space that takes 16-wide panels reads them
 // with whole-vector loads, whatever its NR.
 //
+// A weight that other nodes read as well (GPT-2's token embedding, gathered
+// by the embedding and transposed by the LM head) keeps its plain copy for
+// them: the model then holds it twice.
+//
 // Does not fire when B is not constant (attention's products), not f32
 // (--precision bf16 weights keep their packing; their loads convert), has
 // fewer than 16 columns or rows (a GEMV-like weight packs in no time), or
