@@ -242,6 +242,32 @@ TEST(MmaPlan, TmaForLargeGemms) {
   }
 }
 
+// Each kernel with its own target (a tuned kernel's knobs): the kernel given
+// the TMA target is written as the TMA kernel, the other as the cp.async
+// pipeline, exactly as each is alone; targets that disagree on wgmma (the
+// module's prelude and architecture) are refused.
+TEST(MmaEmit, EachKernelTakesItsOwnTarget) {
+  const loop::Kernel a = gemm_case_kernel({"a", DType::BF16, 1, 4096, 4096, 4096});
+  const loop::Kernel b = gemm_case_kernel({"b", DType::BF16, 1, 4096, 4096, 4096});
+  const CudaSource mixed = emit_cuda_source({a, b}, [](const loop::Kernel& k) {
+    return k.name == "a" ? tma_target() : hopper_target();
+  });
+  ASSERT_EQ(mixed.kernels.size(), 2u);
+  EXPECT_FALSE(mixed.kernels[0].tensor_maps.empty());  // TMA
+  EXPECT_TRUE(mixed.kernels[1].tensor_maps.empty());   // cp.async
+  const CudaSource alone_a = emit_cuda_source({a}, tma_target());
+  const CudaSource alone_b = emit_cuda_source({b}, hopper_target());
+  EXPECT_EQ(mixed.kernels[0].launch.shared_bytes, alone_a.kernels[0].launch.shared_bytes);
+  EXPECT_EQ(mixed.kernels[1].launch.shared_bytes, alone_b.kernels[0].launch.shared_bytes);
+  // The same target for both is the single-target form, byte for byte.
+  EXPECT_EQ(emit_cuda_source({a, b}, [](const loop::Kernel&) { return tma_target(); }).code,
+            emit_cuda_source({a, b}, tma_target()).code);
+  EXPECT_THROW(emit_cuda_source({a, b}, [](const loop::Kernel& k) {
+                 return k.name == "a" ? tma_target() : GemmTarget{};
+               }),
+               Error);
+}
+
 // The tensor maps of the TMA kernel: A as (K, M[, batch]) with a box of 64 x
 // 128, B stored [K, N] as (N, K[, batch]) in 64 x 64 boxes, or stored [N, K]
 // as (K, N[, batch]) in 64 x 256 boxes; byte strides; one map per operand.

@@ -1,6 +1,9 @@
 #include "tessel/driver/cuda_compiler.h"
 
 #include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
 
 #include "tessel/codegen/cuda/driver_api.h"
 #include "tessel/codegen/cuda/mma_gemm.h"
@@ -77,6 +80,24 @@ void add_gpu_template_knobs(CompiledModel& c, const std::string& arch, const std
   }
 }
 
+// Each distinct kernel's target: the model's (`knobs` over the defaults)
+// with its own schedule's gpu.gemm and gpu.flash knobs over that (a tuned
+// kernel's differ from the model's).
+std::function<cuda::GemmTarget(const loop::Kernel&)> kernel_targets(const CompiledModel& c, const std::string& arch,
+                                                                   const std::vector<Primitive>& knobs) {
+  auto own = std::make_shared<std::map<std::string, std::vector<Primitive>>>();
+  for (const LoweredGroup& lg : c.lowered) {
+    std::vector<Primitive> k = knobs;
+    for (const char* name : {"gpu.gemm", "gpu.flash"})
+      if (const Primitive* p = lg.sched.find(name)) k.push_back(*p);
+    own->emplace(lg.kernel.name, std::move(k));
+  }
+  return [own, arch, knobs](const loop::Kernel& k) {
+    auto it = own->find(k.name);
+    return cuda::gemm_target_for(arch, it == own->end() ? knobs : it->second);
+  };
+}
+
 }  // namespace
 
 CompiledModel lower_for_cuda(const Model& m, const LowerOptions& lo) {
@@ -97,7 +118,7 @@ std::unique_ptr<CudaCompiledModel> compile_cuda_kernels(const Model& m, const st
   c->arch = arch.empty() ? default_cuda_arch() : arch;
   {
     PhaseTimer t("emit CUDA C++");
-    c->source = cuda::emit_cuda_source(c->lowered.unique_kernels, cuda::gemm_target_for(c->arch, lo.knobs));
+    c->source = cuda::emit_cuda_source(c->lowered.unique_kernels, kernel_targets(c->lowered, c->arch, lo.knobs));
   }
   if (!c->lowered.unique_kernels.empty()) {
     PhaseTimer t("NVRTC");
@@ -166,7 +187,8 @@ std::string emit_cuda(const Model& m, const std::string& arch, const std::vector
   const std::string a = arch.empty() ? default_cuda_arch() : arch;
   LowerOptions lo;
   lo.knobs = knobs;
-  return cuda::emit_cuda_source(lower_for_cuda(m, lo).unique_kernels, cuda::gemm_target_for(a, knobs)).code;
+  const CompiledModel c = lower_for_cuda(m, lo);
+  return cuda::emit_cuda_source(c.unique_kernels, kernel_targets(c, a, knobs)).code;
 }
 
 std::string emit_ptx(const Model& m, const std::string& arch, const std::vector<Primitive>& knobs) {

@@ -680,6 +680,15 @@ const std::string& launch_symbol(const KernelSource& k, const std::vector<int64_
 std::string kernel_symbol(const std::string& kernel_name) { return "tessel_" + detail::mangle(kernel_name); }
 
 CudaSource emit_cuda_source(const std::vector<loop::Kernel>& kernels, const GemmTarget& gemm) {
+  return emit_cuda_source(kernels, [&](const loop::Kernel&) { return gemm; });
+}
+
+CudaSource emit_cuda_source(const std::vector<loop::Kernel>& kernels,
+                            const std::function<GemmTarget(const loop::Kernel&)>& gemm_for) {
+  const GemmTarget gemm = kernels.empty() ? GemmTarget{} : gemm_for(kernels.front());
+  for (const loop::Kernel& k : kernels)
+    TS_CHECK(gemm_for(k).wgmma == gemm.wgmma, "cuda codegen: kernel ", k.name,
+             " asks for another wgmma setting than the others of its module");
   CudaSource src;
   std::string code = detail::prelude();
   for (const loop::Kernel& k : kernels) {
@@ -700,12 +709,13 @@ CudaSource emit_cuda_source(const std::vector<loop::Kernel>& kernels, const Gemm
   for (const loop::Kernel& k : kernels) {
     loop::verify(k, loop::Target::Cuda);
     KernelSource info;
-    const std::string wide = detail::KernelWriter(k, gemm).write(&info);
+    const GemmTarget target = gemm_for(k);
+    const std::string wide = detail::KernelWriter(k, target).write(&info);
     code += "\n" + wide;
     TS_CHECK(symbols.insert(info.symbol).second, "cuda codegen: two kernels named ", k.name);
     if (const int64_t limit = detail::narrow_sym_limit(k); limit > 0) {
       KernelSource narrow;
-      std::string text = detail::KernelWriter(k, gemm, limit).write(&narrow);
+      std::string text = detail::KernelWriter(k, target, limit).write(&narrow);
       // Kept only where the assumption changed the code.
       if (detail::replace_first(text, narrow.symbol, info.symbol) != wide) {
         code += "\n" + text;

@@ -29,6 +29,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -95,6 +96,11 @@ struct CudaSource {
 // `gemm`: what GEMM schedules know of the device (mma_gemm.h); with
 // gemm.wgmma the source compiles for sm_90a only.
 CudaSource emit_cuda_source(const std::vector<loop::Kernel>& kernels, const GemmTarget& gemm = {});
+// The same with each kernel's own target (its schedule's gpu.gemm and
+// gpu.flash knobs: a tuned kernel's); every target must agree on wgmma,
+// which decides the source's prelude and architecture.
+CudaSource emit_cuda_source(const std::vector<loop::Kernel>& kernels,
+                            const std::function<GemmTarget(const loop::Kernel&)>& gemm_for);
 
 // The extern "C" name of a kernel: its name with characters outside
 // [A-Za-z0-9] escaped, so distinct names stay distinct.
