@@ -58,6 +58,11 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 // Every value of one interpreter run of the graph: inputs, intermediates,
 // outputs (constants are read from the graph itself).
 std::map<const Value*, RtValue> reference_values(const Graph& g, const std::vector<RtValue>& inputs) {
@@ -158,8 +163,7 @@ class KernelHarness {
       run(fn, parallel);
       t.push_back(seconds_since(t0) * 1e6);
     }
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
+    return median(std::move(t));
   }
 
   int64_t parallel() const { return parallel_; }
@@ -331,34 +335,28 @@ class Search {
     for (const Target& t : targets) kernels.push_back(t.lowered.kernel);
     if (!kernels.empty()) defaults_lib_ = cpu::compile_kernels(kernels, cpu::CodegenOptions{});
     std::vector<KernelTuning> out;
-    // Two passes: the first wakes the cores and the thread pool and fills
-    // the caches (the first kernel timed cold measured 1.7x its time in the
-    // model), the second is kept.
-    for (int pass = 0; pass < 2; ++pass) {
-      out.clear();
-      default_entries_.clear();
-      for (const Target& t : targets) out.push_back(time_default(t, ref, bindings));
-    }
-    return out;
-  }
-
-  KernelTuning time_default(const Target& t, const std::map<const Value*, RtValue>& ref,
-                            const std::map<std::string, int64_t>& bindings) {
-    {
+    std::vector<KernelHarness> harness;
+    harness.reserve(targets.size());
+    for (const Target& t : targets) {
       KernelTuning kt;
       kt.name = t.lowered.kernel.name;
       kt.hash = t.lowered.default_hash;
       kt.kind = t.lowered.schedule;
       kt.uses = t.uses;
       kt.default_schedule = kt.best = t.lowered.sched;
-      KernelHarness h(t.lowered, ref, bindings, pool_);
-      auto fn = reinterpret_cast<KernelEntry>(defaults_lib_->lookup(kt.name));
-      default_entries_.push_back(fn);
-      const std::string bad = h.check(fn, h.parallel());
-      kt.default_us = kt.best_us = h.time_us(fn, h.parallel());
+      harness.emplace_back(t.lowered, ref, bindings, pool_);
+      default_entries_.push_back(reinterpret_cast<KernelEntry>(defaults_lib_->lookup(kt.name)));
+      const std::string bad = harness.back().check(default_entries_.back(), harness.back().parallel());
       if (!bad.empty()) kt.note = "the default does not match the interpreter: " + bad;
-      return kt;
+      out.push_back(std::move(kt));
     }
+    // Two passes: the first wakes the cores and the thread pool and fills
+    // the caches (the first kernel timed cold measured 1.7x its time in the
+    // model), the second is kept.
+    for (int pass = 0; pass < 2; ++pass)
+      for (size_t i = 0; i < targets.size(); ++i)
+        out[i].default_us = out[i].best_us = harness[i].time_us(default_entries_[i], harness[i].parallel());
+    return out;
   }
 
   // The next round's candidates: the model's best untried, a neighbour of
@@ -483,11 +481,6 @@ class Search {
         kt.improved = true;
       }
     }
-  }
-
-  static double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
   }
 
   void record(KernelTuning& kt, const Schedule& s, const KernelFacts& f, double us, bool wrong) {
