@@ -8,6 +8,7 @@
 #include <cmath>
 #include <random>
 
+#include "tessel/schedule/gemm.h"
 #include "tessel/schedule/schedule.h"
 #include "tessel/tune/cost_model.h"
 #include "tessel/tune/space.h"
@@ -24,19 +25,19 @@ CpuInfo avx512() {
 }
 
 Schedule gemm(int mr, int nr, int lanes, int mc, int kc, int nc, const char* mode, int pack_a, int pack_b = 1) {
+  GemmSchedule g;
+  g.mr = mr;
+  g.nr = nr;
+  g.vector_lanes = lanes;
+  g.mc = mc;
+  g.kc = kc;
+  g.nc = nc;
+  g.parallel_over_m_blocks = std::string(mode) != "serial";
+  g.parallel_over_n_blocks = std::string(mode) == "tiles";
+  g.pack_a = pack_a != 0;
+  g.pack_b = pack_b != 0;
   Schedule s{"gemm", {}};
-  Primitive& t = s.get("gemm.tile");
-  t.set("mr", mr);
-  t.set("nr", nr);
-  t.set("lanes", lanes);
-  Primitive& b = s.get("gemm.block");
-  b.set("mc", mc);
-  b.set("kc", kc);
-  b.set("nc", nc);
-  s.get("gemm.parallel").set("mode", mode);
-  Primitive& p = s.get("gemm.pack");
-  p.set("a", pack_a);
-  p.set("b", pack_b);
+  add_gemm_knobs(g, &s);
   check_schedule(s);
   return s;
 }

@@ -4,6 +4,8 @@
 #include <set>
 #include <tuple>
 
+#include "tessel/schedule/gemm.h"
+
 namespace tessel {
 
 namespace {
@@ -71,19 +73,19 @@ void gemm_space(const Schedule& base, const KernelFacts& f, const CpuInfo& cpu, 
         for (int64_t nc : block_sizes({128, 256, 512, 1024}, t.nr, f.n, kScratchFloats / std::max(kc, mc))) {
           for (const std::string& md : modes) {
             for (int pack : {1, 0}) {
+              GemmSchedule g;
+              g.mr = t.mr;
+              g.nr = t.nr;
+              g.vector_lanes = t.lanes;
+              g.mc = static_cast<int>(mc);
+              g.kc = static_cast<int>(kc);
+              g.nc = static_cast<int>(nc);
+              g.parallel_over_m_blocks = md != "serial";
+              g.parallel_over_n_blocks = md == "tiles";
+              g.pack_a = pack != 0;
+              g.pack_b = !reads_panels(f, t);
               Schedule s = base;
-              Primitive& tile = s.get("gemm.tile");
-              tile.set("mr", t.mr);
-              tile.set("nr", t.nr);
-              tile.set("lanes", t.lanes);
-              Primitive& block = s.get("gemm.block");
-              block.set("mc", mc);
-              block.set("kc", kc);
-              block.set("nc", nc);
-              s.get("gemm.parallel").set("mode", md);
-              Primitive& pk = s.get("gemm.pack");
-              pk.set("a", pack);
-              pk.set("b", reads_panels(f, t) ? 0 : 1);
+              add_gemm_knobs(g, &s);
               out->push_back(std::move(s));
             }
           }
