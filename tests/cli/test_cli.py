@@ -578,6 +578,13 @@ class CliTest(unittest.TestCase):
             code, _, err = self.tessel(*bad)
             self.assertEqual(code, 1, bad)
             self.assert_one_error_line(err)
+        # A knob that parses but does not fit the kernel fails when the model
+        # compiles: proof that run and bench hand --knob to the compiler.
+        for sub in ("run", "bench"):
+            code, _, err = self.tessel(sub, p, "--dim", "batch=64", "--knob", "gemm.tile.mr=999")
+            self.assertEqual(code, 1, sub)
+            self.assert_one_error_line(err)
+            self.assertIn("mr=999 is outside", err)
 
     # ---- test-onnx -------------------------------------------------------------------------
     def write_case(self, root, name, model, inputs, outputs):

@@ -49,13 +49,10 @@ PreparedModel prepare_artifact(const std::string& path, const InputFiles& files,
 // What the public API's compile() does, and the artifact stored under `key`.
 std::unique_ptr<Executable> compile_and_cache(std::unique_ptr<Model> m, const std::map<std::string, int64_t>& dims,
                                               const DriverOptions& o, const std::string& key) {
-  DriverOptions d;
-  d.target = Target::Cpu;
-  d.threads = o.threads;
-  d.precision = o.precision;
+  // Every option the user gave (passes, knobs, tuning database) reaches the
+  // compile; only the symbol bindings are the ones worked out from the inputs.
+  DriverOptions d = o;
   d.dims = dims;
-  d.memory_planning = o.memory_planning;
-  d.tuning_db = o.tuning_db;
   compile_model(*m, dims, d);
   std::shared_ptr<const Model> owned(std::move(m));
   std::unique_ptr<CompiledModel> c = compile_for_cpu(*owned, d);
