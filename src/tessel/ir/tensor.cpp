@@ -65,9 +65,34 @@ Tensor Tensor::from_f32(std::vector<int64_t> shape, const std::vector<float>& va
   return t;
 }
 
-size_t Tensor::nbytes() const { return buf_ ? buf_->size() : 0; }
+Tensor Tensor::borrow(DType dtype, std::vector<int64_t> shape, const void* data, std::shared_ptr<const void> owner) {
+  TS_CHECK(dtype != DType::Undefined && dtype != DType::String, "cannot borrow the bytes of a ", dtype_name(dtype),
+           " tensor");
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.numel_ = checked_numel(t.shape_);
+  TS_CHECK(t.numel_ <= kMaxElements, "tensor of shape ", dims_str(t.shape_), " is too large");
+  TS_CHECK(data || t.numel_ == 0, "borrowed tensor without data");
+  t.buf_ = std::make_shared<std::vector<uint8_t>>();  // empty until a write copies the borrowed bytes in
+  static const uint8_t kEmpty = 0;
+  t.borrowed_ = data ? static_cast<const uint8_t*>(data) : &kEmpty;
+  t.borrow_owner_ = std::move(owner);
+  return t;
+}
+
+size_t Tensor::nbytes() const {
+  if (borrowed_) return static_cast<size_t>(checked_mul(numel_, dtype_storage_size(dtype_)));
+  return buf_ ? buf_->size() : 0;
+}
 
 void Tensor::make_unique() {
+  if (borrowed_) {
+    buf_ = std::make_shared<std::vector<uint8_t>>(borrowed_, borrowed_ + nbytes());
+    borrowed_ = nullptr;
+    borrow_owner_.reset();
+    return;
+  }
   if (buf_ && buf_.use_count() > 1) buf_ = std::make_shared<std::vector<uint8_t>>(*buf_);
   if (strs_ && strs_.use_count() > 1) strs_ = std::make_shared<std::vector<std::string>>(*strs_);
 }
@@ -129,8 +154,7 @@ double Tensor::get_f64(int64_t i) const {
 }
 
 void Tensor::set_f64(int64_t i, double v) {
-  make_unique();
-  uint8_t* p = buf_->data();
+  uint8_t* p = mutable_raw();
   switch (dtype_) {
     case DType::F32: store<float>(p, i, static_cast<float>(v)); return;
     case DType::F64: store<double>(p, i, v); return;
@@ -166,8 +190,7 @@ int64_t Tensor::get_i64(int64_t i) const {
 }
 
 void Tensor::set_i64(int64_t i, int64_t v) {
-  make_unique();
-  uint8_t* p = buf_->data();
+  uint8_t* p = mutable_raw();
   switch (dtype_) {
     case DType::I8: case DType::U8: p[i] = static_cast<uint8_t>(v); return;
     case DType::I4: p[i] = wrap_bits(v, 4, true); return;
@@ -190,8 +213,7 @@ uint64_t Tensor::get_u64(int64_t i) const {
 
 void Tensor::set_u64(int64_t i, uint64_t v) {
   if (dtype_ == DType::U64) {
-    make_unique();
-    store<uint64_t>(buf_->data(), i, v);
+    store<uint64_t>(mutable_raw(), i, v);
     return;
   }
   if (is_float(dtype_)) {

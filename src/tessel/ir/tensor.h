@@ -26,6 +26,12 @@ class Tensor {
   static Tensor scalar_i64(int64_t v);
   static Tensor from_i64(const std::vector<int64_t>& values);  // 1-D i64
   static Tensor from_f32(std::vector<int64_t> shape, const std::vector<float>& values);
+  // A tensor over the caller's bytes (row-major, `dtype`'s storage size per
+  // element), without a copy: what the Python package hands an executable
+  // for a numpy array or a DLPack tensor. `owner` keeps the bytes alive as
+  // long as any copy of the tensor. The bytes are never written: the first
+  // mutable access copies them into storage of the tensor's own.
+  static Tensor borrow(DType dtype, std::vector<int64_t> shape, const void* data, std::shared_ptr<const void> owner);
 
   bool defined() const { return dtype_ != DType::Undefined; }
   DType dtype() const { return dtype_; }
@@ -39,13 +45,15 @@ class Tensor {
   // use uint16_t, for f8/f4/int4/int2/bool use uint8_t/int8_t).
   template <class T>
   const T* data() const {
-    return reinterpret_cast<const T*>(buf_ ? buf_->data() : nullptr);
+    return reinterpret_cast<const T*>(borrowed_ ? borrowed_ : buf_ ? buf_->data() : nullptr);
   }
   template <class T>
   T* mutable_data() {
     make_unique();
     return reinterpret_cast<T*>(buf_ ? buf_->data() : nullptr);
   }
+  // Whether the bytes are the caller's (Tensor::borrow).
+  bool is_borrowed() const { return borrowed_ != nullptr; }
   const uint8_t* raw() const { return data<uint8_t>(); }
   uint8_t* mutable_raw() { return mutable_data<uint8_t>(); }
 
@@ -82,6 +90,8 @@ class Tensor {
   std::vector<int64_t> shape_;
   int64_t numel_ = 0;
   std::shared_ptr<std::vector<uint8_t>> buf_;
+  const uint8_t* borrowed_ = nullptr;        // Tensor::borrow: the caller's bytes (buf_ unused)
+  std::shared_ptr<const void> borrow_owner_;  // ... kept alive by this
   std::shared_ptr<std::vector<std::string>> strs_;
 };
 
