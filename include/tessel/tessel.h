@@ -39,6 +39,10 @@ struct Options {
   std::map<std::string, int64_t> dims;
   // Intermediate tensors of compiled kernels in one arena per run.
   bool memory_planning = true;
+  // Tuned schedules (a database from `tessel tune`; "": the defaults).
+  std::string tuning_db;
+  // Schedule knobs for every kernel that takes them ("gemm.pack.b=1", as --knob).
+  std::vector<std::string> knobs;
 };
 
 // Compiles the model in `path` for this CPU (or loads it, for an artifact).

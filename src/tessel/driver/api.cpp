@@ -16,6 +16,8 @@ DriverOptions driver_options(const Options& o) {
   d.threads = o.threads;
   d.dims = o.dims;
   d.memory_planning = o.memory_planning;
+  d.tuning_db = o.tuning_db;
+  for (const std::string& k : o.knobs) d.knobs.push_back(parse_knob(k));
   return d;
 }
 
@@ -31,14 +33,7 @@ std::unique_ptr<Executable> compile(const std::string& path, const Options& o) {
 }
 
 std::unique_ptr<Executable> compile(std::unique_ptr<Model> model, const Options& o) {
-  TS_CHECK(model && model->graph, "compile: no model");
-  const DriverOptions d = driver_options(o);
-  compile_model(*model, o.dims, d);
-  std::shared_ptr<const Model> owned(std::move(model));
-  std::unique_ptr<CompiledModel> c = compile_for_cpu(*owned, d);
-  std::unique_ptr<Executable> exe = std::move(c->exe);
-  exe->retain(owned);
-  return exe;
+  return compile_owned_for_cpu(std::move(model), driver_options(o)).exe;
 }
 
 }  // namespace tessel

@@ -133,6 +133,10 @@ bool is_artifact_file(const std::string& path) {
 
 ArtifactContents make_artifact(const Model& m, const CompiledModel& c) {
   TS_CHECK(c.exe, "make_artifact: the model has not been compiled");
+  return make_artifact(m, c, *c.exe);
+}
+
+ArtifactContents make_artifact(const Model& m, const CompiledModel& c, const Executable& exe) {
   ArtifactContents a;
   a.cpu_name = c.cpu_name;
   a.cpu_features = enabled_features(c.cpu_features);
@@ -146,7 +150,7 @@ ArtifactContents make_artifact(const Model& m, const CompiledModel& c) {
   const std::vector<const Node*> nodes = node_list(*m.graph);
   std::map<const Node*, uint64_t> index;
   for (size_t i = 0; i < nodes.size(); ++i) index.emplace(nodes[i], i);
-  for (const Step& s : c.exe->steps()) {
+  for (const Step& s : exe.steps()) {
     ArtifactStep as;
     as.is_kernel = s.kernel != nullptr;
     if (s.kernel) as.kernel = artifact_kernel(*s.kernel, index, c.entry);

@@ -28,6 +28,8 @@ bool is_artifact_file(const std::string& path);
 // The contents of an artifact for `c`, compiled (compile_for_cpu) from `m`.
 // Its constants are views of `m`'s tensors: `m` must outlive the contents.
 ArtifactContents make_artifact(const Model& m, const CompiledModel& c);
+// The same for a compile whose executable was moved out of `c` (OwnedCpuCompile).
+ArtifactContents make_artifact(const Model& m, const CompiledModel& c, const Executable& exe);
 
 // Writes `bytes` to `path` atomically: a temporary file in the same folder,
 // renamed into place, so that `path` is never a partial file.

@@ -1,4 +1,5 @@
 #include "tessel/driver/compiler.h"
+#include "tessel/driver/session.h"
 #include "tessel/driver/tuning.h"
 
 #include <chrono>
@@ -344,6 +345,17 @@ std::string emit_cpu_asm(const CompiledModel& c) {
   (void)c;
   fail("this tessel was built without the LLVM CPU code generator");
 #endif
+}
+
+OwnedCpuCompile compile_owned_for_cpu(std::unique_ptr<Model> m, const DriverOptions& o) {
+  TS_CHECK(m && m->graph, "compile: no model");
+  compile_model(*m, o.dims, o);
+  OwnedCpuCompile r;
+  r.model = std::move(m);
+  r.compiled = compile_for_cpu(*r.model, o);
+  r.exe = std::move(r.compiled->exe);
+  r.exe->retain(r.model);
+  return r;
 }
 
 }  // namespace tessel

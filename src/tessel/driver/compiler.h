@@ -81,6 +81,16 @@ LoweredGroup lower_cpu_group(const FusionGroup& g, const OpRegistry& reg, const 
 // the result. Throws tessel::Error when tessel was built without LLVM.
 std::unique_ptr<CompiledModel> compile_for_cpu(const Model& m, const DriverOptions& o, const LowerOptions& lo = {});
 
+// A model compiled for this CPU that the executable owns: the pass pipeline
+// (with o.dims) and compile_for_cpu. `compiled` is what an artifact of it
+// needs (driver/artifact.h make_artifact, with `model`); its exe is moved out.
+struct OwnedCpuCompile {
+  std::shared_ptr<const Model> model;
+  std::unique_ptr<CompiledModel> compiled;
+  std::unique_ptr<Executable> exe;
+};
+OwnedCpuCompile compile_owned_for_cpu(std::unique_ptr<Model> m, const DriverOptions& o);
+
 // How a target lowers one group into a kernel its code generator takes;
 // throws FusionRejected or LoweringUnsupported (lower_group.h) to make the
 // plan change around the group.

@@ -83,4 +83,21 @@ std::unique_ptr<Model> load_model(const std::string& path) {
   return m;
 }
 
+std::unique_ptr<Model> load_model_bytes(const std::string& bytes) {
+  TS_CHECK(!bytes.empty(), "empty model (no bytes)");
+  const std::string head = bytes.substr(0, 64);
+  std::unique_ptr<Model> m;
+  switch (detect_model_format("", head)) {
+    case ModelFormat::Artifact: fail("a compiled artifact loads from its file (tessel.load), not from bytes");
+    case ModelFormat::TextIR: m = parse_model(bytes); break;
+    case ModelFormat::Onnx: {
+      PhaseTimer t("import onnx");
+      m = import_onnx_bytes(bytes.data(), bytes.size(), "");
+      break;
+    }
+  }
+  TS_CHECK(m && m->graph, "the model has no graph");
+  return m;
+}
+
 }  // namespace tessel

@@ -22,4 +22,9 @@ ModelFormat detect_model_format(const std::string& path, const std::string& head
 // or parse error.
 std::unique_ptr<Model> load_model(const std::string& path);
 
+// Loads a model from bytes in memory: ONNX protobuf or the text IR (not an
+// artifact: those load from their file). ONNX external data cannot be
+// found from bytes and is an error.
+std::unique_ptr<Model> load_model_bytes(const std::string& bytes);
+
 }  // namespace tessel

@@ -53,13 +53,9 @@ std::unique_ptr<Executable> compile_and_cache(std::unique_ptr<Model> m, const st
   // compile; only the symbol bindings are the ones worked out from the inputs.
   DriverOptions d = o;
   d.dims = dims;
-  compile_model(*m, dims, d);
-  std::shared_ptr<const Model> owned(std::move(m));
-  std::unique_ptr<CompiledModel> c = compile_for_cpu(*owned, d);
-  if (!key.empty()) model_cache_store(key, encode_artifact(make_artifact(*owned, *c)));
-  std::unique_ptr<Executable> exe = std::move(c->exe);
-  exe->retain(owned);
-  return exe;
+  OwnedCpuCompile c = compile_owned_for_cpu(std::move(m), d);
+  if (!key.empty()) model_cache_store(key, encode_artifact(make_artifact(*c.model, *c.compiled, *c.exe)));
+  return std::move(c.exe);
 }
 
 }  // namespace
