@@ -17,7 +17,7 @@ limit=$((40 * 1024 * 1024))
 launcher=()
 if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
 if [ ! -f "$build/build.ninja" ]; then
-  cmake -G Ninja -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DTESSEL_WITH_LLVM=OFF -DTESSEL_PORTABLE=ON \
+  cmake -G Ninja -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DTESSEL_WITH_LLVM=OFF -DTESSEL_PORTABLE=ON -DTESSEL_PYTHON=OFF \
     "${launcher[@]}" >/dev/null
 fi
 cmake --build "$build" --target tessel tessel_gpu_tests -- -j"${JOBS:-$(nproc)}"
