@@ -111,23 +111,17 @@ bool is_reshape_like(const Node* n) {
   return is(n, "Reshape") || is(n, "Flatten") || is(n, "Squeeze") || is(n, "Unsqueeze");
 }
 
-// Integer, bool and the IEEE float types whose casts convert values exactly
-// as written (not float8, sub-byte or string: their casts saturate, wrap to
-// zero or print).
-bool plain_numeric(DType t) {
-  switch (t) {
-    case DType::Bool: case DType::U8: case DType::I8: case DType::U16: case DType::I16: case DType::I32:
-    case DType::I64: case DType::U32: case DType::U64: case DType::F16: case DType::BF16: case DType::F32:
-    case DType::F64:
-      return true;
-    default:
-      return false;
-  }
-}
-
-// Significand bits, implicit bit included.
+// Significand bits, implicit bit included; 0 for types other than the IEEE
+// f64, f32, f16 and bf16.
 int significand_bits(DType t) {
   return t == DType::F64 ? 53 : t == DType::F32 ? 24 : t == DType::F16 ? 11 : t == DType::BF16 ? 8 : 0;
+}
+
+// Bool, the integers of 8 bits or more and the IEEE floats: their Casts
+// depend on the value alone (not float8, sub-byte or string types, whose
+// Casts saturate, give 0 out of range, or print).
+bool plain_numeric(DType t) {
+  return t == DType::Bool || (is_int(t) && int_bits(t) >= 8) || significand_bits(t) > 0;
 }
 
 // Every value of `from` (NaN and infinities included) is a value of `to`, so
