@@ -267,9 +267,10 @@ void Graph::replace_all_uses(Value* from, Value* to) {
     for (auto& n : g.nodes())
       for (Value*& v : n->inputs)
         if (v == from) v = to;
+    // A subgraph may return an outer value as it is.
+    for (Value*& v : g.outputs)
+      if (v == from) v = to;
   });
-  for (Value*& v : outputs)
-    if (v == from) v = to;
 }
 
 void Graph::topo_sort() {

@@ -61,8 +61,8 @@ class Pipeline {
 }  // namespace
 
 std::vector<std::string> pipeline_pass_names() {
-  return {"bind_dims", "infer_shapes", "fold_constants", "dce", "cse", "infer_shapes", "merge_matmuls",
-          "split_to_slices",
+  return {"bind_dims", "infer_shapes", "fold_constants", "dce", "cse", "infer_shapes", "simplify_algebra",
+          "merge_matmuls", "split_to_slices",
           "lower_precision", "sink_transposes", "conv_im2col", "fuse_attention", "gemm_weight_layout",
           "prepack_weights"};
 }
@@ -110,6 +110,10 @@ bool run_pipeline(Model& m, const PassOptions& o) {
     }
   };
   fold_until_stable();
+  // x * 1, Transpose(Transpose(x)), reshape chains, no-op Casts...: after
+  // folding, whose constants the rules read (a Reshape's shape), and before
+  // the passes that match patterns for fusion, which see fewer nodes.
+  p.step("simplify_algebra", [&] { return simplify_algebra(m, o.inexact_algebra); });
   // Projections of one value (attention's query, key and value) as one GEMM:
   // the weights are final now, and still f32 (precision converts the merged
   // ones like any other).

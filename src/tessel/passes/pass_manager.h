@@ -32,6 +32,9 @@ struct PassOptions {
   // fuse_attention runs (the CUDA target's flash attention at bf16/fp16;
   // --knob gpu.flash.on=0 turns it off: driver/cuda_compiler.h).
   bool fuse_attention = false;
+  // simplify_algebra also applies rules that round differently in floating
+  // point (a*b + a*c => a*(b+c)); off, its float results stay the same.
+  bool inexact_algebra = false;
 };
 
 // Runs the default pipeline. Returns true if anything changed.
@@ -53,6 +56,10 @@ bool infer_shapes(Model& m, const PassOptions& o);     // shape_inference.cpp
 bool fold_constants(Model& m, const PassOptions& o);   // constant_folding.cpp
 bool eliminate_dead_code(Model& m);                    // dce.cpp
 bool eliminate_common_subexpressions(Model& m);        // cse.cpp
+// Rules such as x * 1 => x and Transpose(Transpose(x)) => x, to a fixed
+// point; allow_inexact adds rules not exact in floating point
+// (simplify_algebra.cpp).
+bool simplify_algebra(Model& m, bool allow_inexact = false);
 bool relayout_gemm_weights(Model& m);                  // gemm_weight_layout.cpp
 bool convs_to_im2col(Model& m);                        // conv_im2col.cpp (CUDA target)
 bool prepack_gemm_weights(Model& m);                   // prepack_weights.cpp (CPU target)
