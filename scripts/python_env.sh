@@ -4,8 +4,9 @@
 # scripts/build.sh configures CMake with its interpreter and scripts/test.sh
 # installs tessel into it with `pip install .`, the way a user does.
 # --install: then install tessel from this checkout (`pip install .`).
-# --fresh: empty it first. --torch: add PyTorch (CPU use; about 5 GB with
-# its CUDA libraries), which the tests of torch tensors need.
+# --fresh: empty it first. --torch: add PyTorch, torchvision and transformers
+# (python/requirements-torch.txt; about 5 GB with torch's CUDA libraries),
+# which the tests of torch tensors and torch.compile need.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="$here/build/pyenv"
@@ -15,7 +16,7 @@ install=""
 for a in "$@"; do
   case "$a" in
     --fresh) fresh="--clear" ;;
-    --torch) torch="torch==2.15.*" ;;
+    --torch) torch="-r $here/python/requirements-torch.txt" ;;
     --install) install=1 ;;
     *) venv="$a" ;;
   esac

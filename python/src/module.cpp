@@ -452,19 +452,31 @@ class PyBuilder {
     b_ = std::make_unique<GraphBuilder>(*model_);
   }
 
+  // Shape entries: ints, symbols ("batch") and expressions of symbols
+  // ("2*s0", in the IR's dim syntax).
   int input(const std::string& name, const std::string& dtype, const std::vector<nb::object>& shape) {
     Shape dims;
     for (const nb::object& d : shape) {
-      if (nb::isinstance<nb::str>(d)) dims.push_back(Dim::sym(nb::cast<std::string>(d)));
-      else dims.push_back(Dim(nb::cast<int64_t>(d)));
+      if (nb::isinstance<nb::str>(d)) {
+        try {
+          dims.push_back(Dim::parse(nb::cast<std::string>(d)));
+        } catch (const Error& e) {
+          throw CompileFailure(str_cat("input '", name, "': ", e.what()));
+        }
+      } else {
+        dims.push_back(Dim(nb::cast<int64_t>(d)));
+      }
     }
     return add(b_->input(name, parse_dtype_name(dtype), std::move(dims)));
   }
 
-  int constant(const Array& a, const std::string& name) {
+  // copy=false keeps the caller's array (alive as long as the model) instead
+  // of copying it: frozen weights are then held once. The array must not
+  // change afterwards; a pass that rewrites a constant copies it first.
+  int constant(const Array& a, const std::string& name, bool copy) {
     Counters ignored;
     Tensor t = to_tensor(a, name.empty() ? "constant" : name, ignored);
-    t.mutable_raw();  // own the bytes: the caller may change or free its array
+    if (copy) t.mutable_raw();  // own the bytes: the caller may change or free its array
     return add(b_->constant(std::move(t), name));
   }
 
@@ -483,8 +495,16 @@ class PyBuilder {
     return out;
   }
 
-  void outputs(const std::vector<int>& handles) {
-    for (int h : handles) b_->output(value(h));
+  // The graph outputs; `names` (optional) renames them, so that the
+  // executable's outputs read like the caller's.
+  void outputs(const std::vector<int>& handles, const std::vector<std::string>& names) {
+    if (!names.empty() && names.size() != handles.size())
+      throw CompileFailure(str_cat(handles.size(), " outputs but ", names.size(), " names"));
+    for (size_t i = 0; i < handles.size(); ++i) {
+      Value* v = value(handles[i]);
+      if (!names.empty()) v->name = names[i];
+      b_->output(v);
+    }
   }
 
   std::string text() const { return print_model(*model_); }
@@ -517,6 +537,9 @@ NB_MODULE(_core, m) {
   using namespace tessel::py;
   namespace ts = tessel;
   m.doc() = "tessel's native module; use the `tessel` package (docs/python.md)";
+  // Caches such as torch.compile's keep executables alive until the
+  // interpreter is torn down, after the module's types: not a leak to report.
+  nb::set_leak_warnings(false);
 
   g_error = PyErr_NewException("tessel.Error", PyExc_RuntimeError, nullptr);
   g_compile_error = PyErr_NewException("tessel.CompileError", g_error, nullptr);
@@ -585,10 +608,10 @@ NB_MODULE(_core, m) {
   nb::class_<PyBuilder>(m, "Builder", "Builds a model in tessel's graph IR (values are integer handles).")
       .def(nb::init<int>(), nb::arg("opset") = 17)
       .def("input", &PyBuilder::input, nb::arg("name"), nb::arg("dtype"), nb::arg("shape"))
-      .def("constant", &PyBuilder::constant, nb::arg("array"), nb::arg("name") = "")
+      .def("constant", &PyBuilder::constant, nb::arg("array"), nb::arg("name") = "", nb::arg("copy") = true)
       .def("node", &PyBuilder::node, nb::arg("op"), nb::arg("inputs"), nb::arg("num_outputs") = 1,
            nb::arg("attrs") = nb::dict(), nb::arg("domain") = "")
-      .def("outputs", &PyBuilder::outputs, nb::arg("handles"))
+      .def("outputs", &PyBuilder::outputs, nb::arg("handles"), nb::arg("names") = std::vector<std::string>())
       .def("text", &PyBuilder::text)
       .def("compile", &PyBuilder::compile, nb::arg("args"));
 
