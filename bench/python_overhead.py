@@ -48,12 +48,28 @@ def small_models(folder):
     return out
 
 
-def inputs_for(exe, rng):
+def symbol_values(model_path):
+    """Every symbol of the model's inputs bound as the CLI binds it from the
+    input files (seq 128, the rest 1), so that both sides run the same kernels."""
+    import onnx
+
+    if tessel._core.is_artifact(model_path):
+        return {}  # compiled already: its symbols bind from the inputs
+    m = onnx.load(model_path, load_external_data=False)
+    dims = {}
+    for i in m.graph.input:
+        for d in i.type.tensor_type.shape.dim:
+            if d.dim_param:
+                dims[d.dim_param] = 128 if "seq" in d.dim_param else 1
+    return dims
+
+
+def inputs_for(exe, dims, rng):
     arrays = {}
     for v in exe.inputs:
-        shape = [d if isinstance(d, int) else 1 for d in v.shape]
+        shape = [d if isinstance(d, int) else dims[d] for d in v.shape]
         if v.dtype == "i64":
-            arrays[v.name] = np.zeros(shape, np.int64)
+            arrays[v.name] = np.ones(shape, np.int64)  # token ids and masks
         else:
             arrays[v.name] = rng.standard_normal(shape).astype(np.float32)
     return arrays
@@ -96,23 +112,27 @@ def main():
             models.append(r18)
     rng = np.random.default_rng(1)
     print(f"{'model':<28} {'cli median us':>14} {'python median us':>17} {'overhead us':>12}")
-    worst = 0.0
+    small = []  # overheads on models that run in under a millisecond: there the per-call cost shows
     for m in models:
-        exe = tessel.compile(m, threads=a.threads, dims={"batch": 1})
-        arrays = inputs_for(exe, rng)
+        dims = symbol_values(m)
+        exe = tessel.compile(m, threads=a.threads, dims=dims)
+        arrays = inputs_for(exe, dims, rng)
         files = {}
         for name, arr in arrays.items():
             files[name] = os.path.join(tmp, f"{os.path.basename(m)}.{name}.npy")
             np.save(files[name], arr)
-        iters = a.iters if "resnet" not in m else 50
+        iters = a.iters if os.path.getsize(m) < (1 << 20) else 50  # the small models take many more
         cli, py = [], []
         for _ in range(a.rounds):
             cli.append(cli_median_ms(a.tessel, m, files, a.threads, iters))
             py.append(python_median_ms(exe, arrays, iters))
         c, p = statistics.median(cli) * 1e3, statistics.median(py) * 1e3
-        worst = max(worst, p - c)
+        if c < 1000:
+            small.append(p - c)
         print(f"{os.path.basename(m):<28} {c:>14.2f} {p:>17.2f} {p - c:>12.2f}", flush=True)
-    print(f"largest overhead per call: {worst:.2f} us")
+    if small:
+        print(f"overhead per call (models under 1 ms): at most {max(small):.2f} us; on models of tens of ms the "
+              f"difference between two processes is run-to-run noise")
 
 
 if __name__ == "__main__":
