@@ -129,7 +129,7 @@ class DLPackOnly:
         return self._a.__dlpack_device__()
 
 
-@pytest.mark.parametrize("dt", [np.float32, np.int64, np.uint8, np.bool_], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("dt", DTYPES, ids=lambda d: np.dtype(d).name)
 def test_dlpack_round_trip(dt):
     exe = tessel.compile(two_outputs_model(dt))
     x = (np.random.default_rng(3).standard_normal((3, 4)) * 50).astype(dt)
