@@ -258,7 +258,22 @@ class PyExecutable {
   }
 
   std::vector<nb::object> run(const std::vector<Array>& arrays, int framework) {
+    return execute(convert(arrays), static_cast<Framework>(framework), nullptr);
+  }
+
+  // The data pointers a run hands the runtime and gets back, for tests of
+  // zero-copy: (input pointers, output pointers, outputs).
+  nb::tuple run_traced(const std::vector<Array>& arrays) {
     std::vector<RtValue> in = convert(arrays);
+    std::vector<uintptr_t> in_ptrs, out_ptrs;
+    for (const RtValue& v : in) in_ptrs.push_back(reinterpret_cast<uintptr_t>(v.tensor.raw()));
+    std::vector<nb::object> out = execute(in, Framework::Numpy, &out_ptrs);
+    return nb::make_tuple(in_ptrs, out_ptrs, out);
+  }
+
+  // Runs converted inputs with the GIL released; the outputs as arrays of
+  // `f` (and, when asked, their data pointers).
+  std::vector<nb::object> execute(const std::vector<RtValue>& in, Framework f, std::vector<uintptr_t>* out_ptrs) {
     std::vector<RtValue> out;
     {
       nb::gil_scoped_release release;
@@ -268,28 +283,10 @@ class PyExecutable {
     std::vector<nb::object> result;
     for (RtValue& v : out) {
       if (!v.is_tensor()) throw Error("sequence and optional outputs are not supported by the Python package yet");
-      result.push_back(to_array(std::move(v.tensor), static_cast<Framework>(framework)));
+      if (out_ptrs) out_ptrs->push_back(reinterpret_cast<uintptr_t>(v.tensor.raw()));
+      result.push_back(to_array(std::move(v.tensor), f));
     }
     return result;
-  }
-
-  // The data pointers a run hands the runtime and gets back, for tests of
-  // zero-copy: (input pointers, output pointers, outputs).
-  nb::tuple run_traced(const std::vector<Array>& arrays) {
-    std::vector<RtValue> in = convert(arrays);
-    std::vector<uintptr_t> in_ptrs, out_ptrs;
-    for (const RtValue& v : in) in_ptrs.push_back(reinterpret_cast<uintptr_t>(v.tensor.raw()));
-    std::vector<RtValue> out;
-    {
-      nb::gil_scoped_release release;
-      out = cpu ? cpu->run(in) : gpu->exe->run(in);
-    }
-    std::vector<nb::object> arrays_out;
-    for (RtValue& v : out) {
-      out_ptrs.push_back(reinterpret_cast<uintptr_t>(v.tensor.raw()));
-      arrays_out.push_back(to_array(std::move(v.tensor), Framework::Numpy));
-    }
-    return nb::make_tuple(in_ptrs, out_ptrs, arrays_out);
   }
 
   // Each step's wall time (CPU) or device time (CUDA) for one run, after

@@ -74,8 +74,7 @@ Tensor Tensor::borrow(DType dtype, std::vector<int64_t> shape, const void* data,
   t.numel_ = checked_numel(t.shape_);
   TS_CHECK(t.numel_ <= kMaxElements, "tensor of shape ", dims_str(t.shape_), " is too large");
   TS_CHECK(data || t.numel_ == 0, "borrowed tensor without data");
-  t.buf_ = std::make_shared<std::vector<uint8_t>>();  // empty until a write copies the borrowed bytes in
-  static const uint8_t kEmpty = 0;
+  static const uint8_t kEmpty = 0;  // buf_ stays empty until a write copies the borrowed bytes in
   t.borrowed_ = data ? static_cast<const uint8_t*>(data) : &kEmpty;
   t.borrow_owner_ = std::move(owner);
   return t;
