@@ -5,9 +5,16 @@ For each model: `tessel bench --json` (the C++ executable's run alone, median
 after warm-up) and, in this process, `exe(x)` through `tessel` on the same
 input (median of many calls after warm-up). The difference is the package's
 overhead per call: argument checks, borrowing the arrays, releasing the GIL,
-wrapping the outputs. Issue 22's bar: <= 10 us on the CPU.
+wrapping the outputs. Issue 22's bars: <= 10 us on the CPU, <= 15 us on the GPU.
 
     build/pyenv/bin/python bench/python_overhead.py --tessel build/bin/tessel [--models a.onnx,b.onnx]
+    python3 bench/python_overhead.py --tessel gpu-bundle/tessel --target cuda [--precision bf16]
+
+With --target cuda the inputs are torch CUDA tensors (the device path: read in
+place, outputs from torch.empty, the caller's stream) and the CLI's figure is
+its device time per replay of the model's CUDA graph (back to back, CUDA
+events); the Python figure is the same back-to-back form: --iters calls, then
+one torch.cuda.synchronize(), divided by --iters (median of 5 such blocks).
 
 Without --models it builds two small models (the overhead is per call, so
 small models show it best) and takes ResNet-18 from build/models if there.
@@ -75,12 +82,30 @@ def inputs_for(exe, dims, rng):
     return arrays
 
 
-def cli_median_ms(tessel_bin, model, files, threads, iters):
-    cmd = [tessel_bin, "bench", model, "--json", "--threads", str(threads), "--iters", str(iters), "--warmup", "50"]
+def cli_median_ms(tessel_bin, model, files, threads, iters, target, precision):
+    cmd = [tessel_bin, "bench", model, "--json", "--threads", str(threads), "--iters", str(iters), "--warmup", "50",
+           "--target", target, "--precision", precision]
     for name, f in files.items():
         cmd += ["--input", f"{name}={f}"]
     r = subprocess.run(cmd, capture_output=True, text=True, check=True)
     return json.loads(r.stdout)["median_ms"]
+
+
+def python_cuda_median_ms(exe, arrays, iters):
+    import torch
+
+    args = [torch.from_numpy(a).cuda() for a in arrays.values()]
+    for _ in range(50):
+        exe(*args)
+    torch.cuda.synchronize()
+    blocks = []
+    for _ in range(5):
+        t0 = time.perf_counter_ns()
+        for _ in range(iters):
+            exe(*args)
+        torch.cuda.synchronize()
+        blocks.append((time.perf_counter_ns() - t0) / iters)
+    return statistics.median(blocks) / 1e6
 
 
 def python_median_ms(exe, arrays, iters):
@@ -102,6 +127,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--iters", type=int, default=2000)
     ap.add_argument("--rounds", type=int, default=3, help="CLI and Python alternate this many times")
+    ap.add_argument("--target", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--precision", default="fp32", help="fp32 | bf16 | fp16 (cuda)")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="tessel-overhead-")
     models = a.models.split(",") if a.models else small_models(tmp)
@@ -115,7 +142,7 @@ def main():
     small = []  # overheads on models that run in under a millisecond: there the per-call cost shows
     for m in models:
         dims = symbol_values(m)
-        exe = tessel.compile(m, threads=a.threads, dims=dims)
+        exe = tessel.compile(m, threads=a.threads, dims=dims, target=a.target, precision=a.precision)
         arrays = inputs_for(exe, dims, rng)
         files = {}
         for name, arr in arrays.items():
@@ -124,8 +151,9 @@ def main():
         iters = a.iters if os.path.getsize(m) < (1 << 20) else 50  # the small models take many more
         cli, py = [], []
         for _ in range(a.rounds):
-            cli.append(cli_median_ms(a.tessel, m, files, a.threads, iters))
-            py.append(python_median_ms(exe, arrays, iters))
+            cli.append(cli_median_ms(a.tessel, m, files, a.threads, iters, a.target, a.precision))
+            timer = python_cuda_median_ms if a.target == "cuda" else python_median_ms
+            py.append(timer(exe, arrays, iters))
         c, p = statistics.median(cli) * 1e3, statistics.median(py) * 1e3
         if c < 1000:
             small.append(p - c)

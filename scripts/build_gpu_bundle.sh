@@ -7,6 +7,14 @@
 # library (that machine has none of our Debian libraries) or when the bundle
 # is over 40 MiB. The model skeletons of ../shared/models go into
 # gpu-bundle/models for the GPU benchmark and the model comparisons.
+#
+# The Python module (tessel._core, for tests/python/test_cuda.py and the
+# torch.compile benchmarks there) is built too when a CPython of the GPU
+# machine's version (3.12: TESSEL_GPU_PYTHON, else python3.12 or pyenv's)
+# with nanobind is here: in build-gpu-py/, without LLVM, against the shared
+# libprotobuf (Debian's static one cannot go into a shared object), which is
+# copied beside it (the module's RPATH is $ORIGIN). On that machine:
+#   cp gpu-bundle/python/* python/tessel/ && PYTHONPATH=python python3 ...
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
@@ -28,10 +36,25 @@ for b in tessel tessel_gpu_tests; do
   strip -o "$bundle/$b" "$build/bin/$b"
 done
 
+gpu_python="${TESSEL_GPU_PYTHON:-$( (ls /root/.pyenv/versions/3.12.*/bin/python3 2>/dev/null || command -v python3.12) | tail -1)}"
+if [ -n "$gpu_python" ] && "$gpu_python" -m nanobind --cmake_dir >/dev/null 2>&1; then
+  pybuild="${TESSEL_GPU_PY_BUILD_DIR:-build-gpu-py}"
+  if [ ! -f "$pybuild/build.ninja" ]; then
+    cmake -G Ninja -S . -B "$pybuild" -DCMAKE_BUILD_TYPE=Release -DTESSEL_WITH_LLVM=OFF -DTESSEL_BUILD_TESTS=OFF \
+      -DTESSEL_PYTHON=ON -DPython_EXECUTABLE="$gpu_python" -DCMAKE_BUILD_RPATH='$ORIGIN' "${launcher[@]}" >/dev/null
+  fi
+  cmake --build "$pybuild" --target _core -- -j"${JOBS:-$(nproc)}"
+  mkdir -p "$bundle/python"
+  for so in "$pybuild"/python/_core*.so; do strip -o "$bundle/python/$(basename "$so")" "$so"; done
+  cp -L "$(ldd "$pybuild"/python/_core*.so | awk '/libprotobuf\.so/ {print $3}')" "$bundle/python/"
+else
+  echo "note: no Python 3.12 with nanobind here: the bundle has no Python module" >&2
+fi
+
 # Only the C library, the math library and the loader may stay shared
 # (libdl/libpthread/librt are part of glibc since 2.34, and present before).
 status=0
-for f in "$bundle"/tessel "$bundle"/tessel_gpu_tests; do
+for f in "$bundle"/tessel "$bundle"/tessel_gpu_tests; do  # (the Python module needs libstdc++: Python has it)
   extra=$(ldd "$f" | grep -vE 'linux-vdso|ld-linux|/libc\.so|/libm\.so|/libdl\.so|/libpthread\.so|/librt\.so' || true)
   if [ -n "$extra" ]; then
     echo "error: $f needs shared libraries the GPU machine may not have:" >&2
@@ -57,6 +80,10 @@ fi
 # PyTorch's own bf16 error on the same weights. Optional: skipped offline.
 if ! python3 -m pip download -q --no-deps --only-binary=:all: -d "$bundle/wheels" onnx2torch==1.5.15 2>/dev/null; then
   echo "note: could not download onnx2torch: the bf16 check there runs without the PyTorch reference" >&2
+fi
+# pytest (pure Python) for tests/python/test_cuda.py there, should its Python lack it.
+if ! python3 -m pip download -q --only-binary=:all: -d "$bundle/pywheels" pytest 2>/dev/null; then
+  echo "note: could not download pytest: the python stage there needs its own" >&2
 fi
 ls -l "$bundle"
 echo "gpu-bundle: $((size / 1024)) KiB in all (limit $((limit / 1024)) KiB)"

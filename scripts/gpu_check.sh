@@ -6,6 +6,8 @@
 #   scripts/gpu_check.sh tests    # the bundle starts; GPU tests; compute-sanitizer memcheck (all) and racecheck (GEMM, reductions)
 #   scripts/gpu_check.sh models   # the eight models, --target cuda, fp32 vs ONNX Runtime (batch 1)
 #   scripts/gpu_check.sh bf16     # the same at --precision bf16: relative L2 vs the fp32 reference
+#   scripts/gpu_check.sh python   # the Python package on CUDA tensors: tests/python/test_cuda.py, overhead per call
+#   scripts/gpu_check.sh torch -- --only bert          # bench/torch_compile_gpu.py: torch.compile tessel vs Inductor
 #   scripts/gpu_check.sh bench -- --only resnet50:1   # bench/gpu_models.py (tessel vs torch)
 #   scripts/gpu_check.sh kernels -- --only attention  # bench/gpu_kernels.py (GEMM 4096/8192, attention: tessel vs torch)
 #   scripts/gpu_check.sh models bf16                   # several stages in one call
@@ -68,6 +70,29 @@ run_stage() {
         tee "$out/models_cuda_bf16.log"
       return "${PIPESTATUS[0]}"
       ;;
+    python)
+      # The package on CUDA tensors (tests/python/test_cuda.py) and its overhead
+      # per call over the CLI's (bench/python_overhead.py --target cuda).
+      cp gpu-bundle/python/* python/tessel/ || return 1
+      if ! python3 -c "import pytest" 2>/dev/null; then
+        python3 -m pip install -q --no-index --no-compile --target /tmp/tessel-pytest gpu-bundle/pywheels/*.whl || return 1
+        export PYTHONPATH=/tmp/tessel-pytest${PYTHONPATH:+:$PYTHONPATH}
+      fi
+      export PYTHONPATH=$here/python:$here/tests/python${PYTHONPATH:+:$PYTHONPATH}
+      python3 -c "import sys, tessel; print('tessel', tessel.__version__, 'on Python', sys.version)" || return 1
+      TESSEL_REQUIRE_TORCH=1 python3 -m pytest -q -rs -p no:cacheprovider tests/python/test_cuda.py "$@" 2>&1 |
+        tee "$out/test_cuda.log" | tail -40
+      local st=${PIPESTATUS[0]}
+      python3 bench/python_overhead.py --tessel $bin --target cuda --rounds 3 2>&1 | tee "$out/python_overhead_cuda.log"
+      return $((st || PIPESTATUS[0]))
+      ;;
+    torch)
+      # torch.compile(backend="tessel") against Inductor reduce-overhead, bf16 (bench/torch_compile_gpu.py).
+      cp gpu-bundle/python/* python/tessel/ || return 1
+      PYTHONPATH=$here/python${PYTHONPATH:+:$PYTHONPATH} python3 bench/torch_compile_gpu.py \
+        --json "$out/torch_compile_gpu.json" "$@" 2>&1 | tee "$out/torch_compile_gpu.log"
+      return "${PIPESTATUS[0]}"
+      ;;
     bench)
       python3 bench/gpu_models.py --tessel $bin --models-dir gpu-bundle/models --out $models \
         --json-out "$out/gpu_bench.jsonl" "$@" 2>&1 | tee -a "$out/gpu_bench.log"
@@ -116,7 +141,7 @@ run_stage() {
       return $st
       ;;
     *)
-      echo "usage: scripts/gpu_check.sh STAGE... [-- options for the last stage]; stages: tests models bf16 bench kernels ncu" >&2
+      echo "usage: scripts/gpu_check.sh STAGE... [-- options for the last stage]; stages: tests models bf16 python torch bench kernels ncu" >&2
       return 2
       ;;
   esac

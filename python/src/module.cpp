@@ -8,6 +8,12 @@
 // by the array. Arrays that are not contiguous are copied once (counted in
 // Executable.stats, so that tests and users can see it).
 //
+// CUDA executables take device tensors as they are (run_device): the
+// kernels read the caller's inputs and write outputs the caller allocated
+// (torch.empty, from tessel/__init__.py), on the caller's stream, with no
+// copy through the host and no wait for the device. Other DLPack CUDA arrays
+// get outputs in device memory tessel allocates, freed with the array.
+//
 // The GIL is released while a model runs; tessel::Executable::run is const
 // and thread-safe, and GpuExecutable::run takes turns on its stream.
 #include <nanobind/nanobind.h>
@@ -101,6 +107,12 @@ std::vector<std::string> dtype_names() {
   std::vector<std::string> out;
   for (const DTypeCode& c : kDTypes) out.emplace_back(dtype_name(c.dtype));
   return out;
+}
+
+DType parse_dtype_name(const std::string& name) {
+  DType t;
+  if (!dtype_from_name(name, &t)) throw CompileFailure(str_cat("unknown dtype '", name, "'"));
+  return t;
 }
 
 // ---- arrays in -----------------------------------------------------------------
@@ -334,7 +346,71 @@ class PyExecutable {
   std::vector<std::string> interpreter_ops() const {
     return cpu ? cpu->interpreter_ops() : gpu->exe->interpreter_ops();
   }
+
+  // ---- device tensors (target cuda) ----
+
+  const GpuExecutable& device_exe() const {
+    if (!gpu) throw InputFailure("this executable runs on the CPU; CUDA tensors need target 'cuda'");
+    return *gpu->exe;
+  }
+
+  // Inputs as the Python side describes them: addresses (device, or host
+  // for `on_host`), dims and dtype names, checked against the graph.
+  static std::vector<DeviceTensorRef> refs(const std::vector<uintptr_t>& ptrs,
+                                           const std::vector<std::vector<int64_t>>& dims,
+                                           const std::vector<std::string>& dtypes, const std::vector<bool>& on_host) {
+    if (dims.size() != ptrs.size() || dtypes.size() != ptrs.size() || on_host.size() != ptrs.size())
+      throw InputFailure("run_device: addresses, dims, dtypes and on_host differ in length");
+    std::vector<DeviceTensorRef> r(ptrs.size());
+    for (size_t i = 0; i < ptrs.size(); ++i) {
+      r[i].dtype = parse_dtype_name(dtypes[i]);
+      r[i].dims = dims[i];
+      if (on_host[i]) r[i].host = reinterpret_cast<const void*>(ptrs[i]);
+      else r[i].device = ptrs[i];
+    }
+    return r;
+  }
+
+  std::vector<std::vector<int64_t>> output_dims(const std::vector<std::vector<int64_t>>& dims,
+                                                const std::vector<std::string>& dtypes) const {
+    const std::vector<uintptr_t> none(dims.size(), 0);
+    try {
+      return device_exe().output_dims(refs(none, dims, dtypes, std::vector<bool>(dims.size(), false)));
+    } catch (const Error& e) {
+      throw InputFailure(e.what());
+    }
+  }
+
+  // One run on device tensors into the caller's outputs, issued on `stream`.
+  void run_device(const std::vector<uintptr_t>& ptrs, const std::vector<std::vector<int64_t>>& dims,
+                  const std::vector<std::string>& dtypes, const std::vector<bool>& on_host,
+                  const std::vector<uintptr_t>& outputs, uintptr_t stream) {
+    const GpuExecutable& exe = device_exe();
+    // Shapes and dtypes were checked by output_dims (tessel/__init__.py calls
+    // it once per input signature): here a mismatch is a tessel.Error.
+    std::vector<DeviceTensorRef> in = refs(ptrs, dims, dtypes, on_host);
+    const std::vector<uint64_t> out(outputs.begin(), outputs.end());
+    {
+      nb::gil_scoped_release release;
+      exe.run_device(in, out, reinterpret_cast<void*>(stream));
+    }
+    ++counters.runs;
+  }
 };
+
+// Device memory handed to Python as a DLPack CUDA array (outputs for callers
+// without an allocator of their own): freed when the array dies.
+nb::object device_array(DType dtype, const std::vector<int64_t>& dims) {
+  const nb::dlpack::dtype d = dlpack_of(dtype);
+  int64_t bytes = dtype_storage_size(dtype);
+  for (int64_t n : dims) bytes = checked_mul(bytes, n);
+  auto* mem = new cuda::DeviceMemory(static_cast<size_t>(bytes));
+  nb::capsule owner(mem, [](void* p) noexcept { delete static_cast<cuda::DeviceMemory*>(p); });
+  std::vector<size_t> shape(dims.begin(), dims.end());
+  return nb::ndarray<nb::array_api>(reinterpret_cast<void*>(mem->ptr()), shape.size(), shape.data(), owner, nullptr, d,
+                                    nb::device::cuda::value, 0)
+      .cast();
+}
 
 struct CompileArgs {
   std::string target = "cpu";
@@ -410,12 +486,6 @@ std::unique_ptr<PyExecutable> compile_bytes(nb::bytes data, const CompileArgs& a
 // What frontends written in Python (the torch.compile backend) build tessel's
 // graph IR with, node by node: values are handles (indices), attributes
 // Python values. The model is checked and compiled like a loaded one.
-
-DType parse_dtype_name(const std::string& name) {
-  DType t;
-  if (!dtype_from_name(name, &t)) throw CompileFailure(str_cat("unknown dtype '", name, "'"));
-  return t;
-}
 
 Attribute to_attribute(const std::string& key, nb::handle v) {
   if (nb::isinstance<nb::bool_>(v) || nb::isinstance<nb::int_>(v)) return Attribute::of_int(nb::cast<int64_t>(v));
@@ -594,6 +664,22 @@ NB_MODULE(_core, m) {
       .def("run_traced", &PyExecutable::run_traced, nb::arg("arrays"))
       .def("profile", &PyExecutable::profile, nb::arg("arrays"), nb::arg("warmup") = 3, nb::arg("iters") = 10)
       .def("save", &PyExecutable::save, nb::arg("path"))
+      .def("output_dims", &PyExecutable::output_dims, nb::arg("dims"), nb::arg("dtypes"),
+           "The outputs' dims for inputs of these dims and dtype names (CUDA executables).")
+      .def("run_device", &PyExecutable::run_device, nb::arg("ptrs"), nb::arg("dims"), nb::arg("dtypes"),
+           nb::arg("on_host"), nb::arg("outputs"), nb::arg("stream"),
+           "Runs on device tensors (addresses) into the given output addresses, on CUstream `stream`; returns "
+           "without waiting for the device.")
+      .def("synchronize", [](const PyExecutable& e) {
+            nb::gil_scoped_release release;
+            e.device_exe().synchronize();
+          },
+          "Waits for the last device run; raises its failed check, if any.")
+      .def("bound_addresses", [](const PyExecutable& e) {
+            const std::vector<uint64_t> a = e.device_exe().bound_addresses();
+            return std::vector<uintptr_t>(a.begin(), a.end());
+          },
+          "The device addresses the last run's kernels were given for each input and output (tests).")
       .def("stats", [](const PyExecutable& e) {
         nb::dict d;
         d["runs"] = e.counters.runs.load();
@@ -615,6 +701,20 @@ NB_MODULE(_core, m) {
   m.def("compile_path", &compile_path, nb::arg("path"), nb::arg("args"));
   m.def("compile_bytes", &compile_bytes, nb::arg("data"), nb::arg("args"));
   m.def("dtype_names", &dtype_names);
+  m.def("array_info", [](const Array& a) {
+        const std::optional<ts::DType> dt = dtype_of(a.dtype());
+        if (!dt) throw InputFailure("arrays of this dtype are not supported");
+        if (!c_contiguous(a)) throw InputFailure("device arrays must be contiguous");
+        std::vector<int64_t> shape(a.ndim());
+        for (size_t i = 0; i < a.ndim(); ++i) shape[i] = static_cast<int64_t>(a.shape(i));
+        return nb::make_tuple(reinterpret_cast<uintptr_t>(a.data()), shape, std::string(ts::dtype_name(*dt)),
+                              a.device_type(), a.device_id());
+      },
+      nb::arg("array"), "A DLPack array's (address, shape, dtype name, DLPack device type, device id).");
+  m.def("device_array", [](const std::string& dtype, const std::vector<int64_t>& dims) {
+        return device_array(parse_dtype_name(dtype), dims);
+      },
+      nb::arg("dtype"), nb::arg("dims"), "An uninitialised CUDA array (DLPack) of device memory tessel owns.");
   m.def("is_artifact", &ts::is_artifact_file, nb::arg("path"));
   m.attr("__version__") = ts::kTesselVersion;
 }

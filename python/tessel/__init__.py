@@ -12,6 +12,11 @@ Arrays go in and out without copies where they can (docs/python.md): a
 contiguous numpy array or CPU DLPack tensor (torch included) is read in
 place, and outputs are arrays over the executable's own buffers. Outputs are
 numpy arrays, or torch tensors when any input is a torch tensor.
+
+CUDA executables called with CUDA tensors (torch's, or any DLPack CUDA
+array) read them in place and write outputs on the device (torch.empty on
+the inputs' device for torch), on the caller's current stream, without
+waiting for the device: as a torch operator would.
 """
 from __future__ import annotations
 
@@ -25,6 +30,48 @@ __version__: str = _core.__version__
 __all__ = ["compile", "load", "export", "Executable", "Error", "CompileError", "InputError", "ValueInfo", "StepTime"]
 
 _NUMPY, _TORCH, _DLPACK = 0, 1, 2
+_KDL_CUDA = 2  # DLPack's device type of CUDA memory
+_OUTPUT_DIMS_CACHE = 64  # input shapes remembered per executable (their outputs' dims)
+
+
+def _on_cuda(a: Any) -> bool:
+    """Whether `a` is a CUDA tensor: torch's, or any DLPack array in CUDA memory."""
+    if getattr(a, "is_cuda", False):
+        return True
+    dev = getattr(a, "__dlpack_device__", None)
+    if dev is None or type(a).__module__.split(".")[0] in ("numpy", "torch"):
+        return False
+    try:
+        return dev()[0] == _KDL_CUDA
+    except Exception:  # noqa: BLE001 - not a DLPack array after all
+        return False
+
+
+class _TorchSupport:
+    """What device runs on torch tensors need from torch, looked up once."""
+
+    def __init__(self) -> None:
+        import torch
+
+        from .torch_backend import _IR_DTYPE
+        self.ir_dtype = dict(_IR_DTYPE)
+        self.torch_dtype = {v: k for k, v in _IR_DTYPE.items()}
+        self.empty = torch.empty
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # what Inductor's generated code calls
+        if raw is not None:
+            self.current_stream = lambda device: raw(device.index or 0)
+        else:  # pragma: no cover - other torch versions
+            self.current_stream = lambda device: torch.cuda.current_stream(device).cuda_stream
+
+
+_TORCH_SUPPORT: Optional[_TorchSupport] = None
+
+
+def _torch_support() -> _TorchSupport:
+    global _TORCH_SUPPORT
+    if _TORCH_SUPPORT is None:
+        _TORCH_SUPPORT = _TorchSupport()
+    return _TORCH_SUPPORT
 
 
 def _framework_of(arrays: Sequence[Any]) -> int:
@@ -60,6 +107,8 @@ class Executable:
     def __init__(self, native: "_core.Executable"):
         self._exe = native
         self._input_names = [v.name for v in native.inputs]
+        self._out_dtypes = [v.dtype for v in native.outputs]
+        self._out_dims: Dict[Tuple[Any, ...], List[List[int]]] = {}
 
     @property
     def target(self) -> str:
@@ -98,11 +147,74 @@ class Executable:
 
     def run(self, *args: Any, **kwargs: Any) -> List[Any]:
         """Runs the model; returns every output in a list (graph output order)."""
-        arrays = self._arrays(args, kwargs)
+        return self._run_arrays(self._arrays(args, kwargs))
+
+    def _run_arrays(self, arrays: Sequence[Any]) -> List[Any]:
+        if self._exe.target == "cuda" and any(_on_cuda(a) for a in arrays):
+            return self._run_device(arrays)
         try:
             return self._exe.run(arrays, _framework_of(arrays))
         except TypeError as e:  # an argument nanobind could not take as an array
             raise InputError(str(e)) from None
+
+    def _run_device(self, arrays: Sequence[Any]) -> List[Any]:
+        """A run on CUDA tensors: read in place, outputs allocated on the device, the caller's stream."""
+        ptrs: List[int] = []
+        dims: List[Any] = []
+        dtypes: List[str] = []
+        on_host: List[bool] = []
+        keep: List[Any] = []  # contiguous copies and host arrays live until the run is issued
+        torch_device = None
+        for a, name in zip(arrays, self._input_names):
+            if type(a).__module__.split(".")[0] == "torch":
+                tb = _torch_support()
+                dt = tb.ir_dtype.get(a.dtype)
+                if dt is None:
+                    raise InputError(f"input '{name}': torch tensors of dtype {a.dtype} are not supported")
+                if a.is_cuda:
+                    if a.get_device() != 0:
+                        raise InputError(f"input '{name}' is on {a.device}; tessel runs on cuda:0")
+                    torch_device = a.device
+                if not a.is_contiguous():
+                    a = a.contiguous()
+                ptrs.append(a.data_ptr())
+                dims.append(a.shape)
+                dtypes.append(dt)
+                on_host.append(not a.is_cuda)
+            else:
+                if not _on_cuda(a):
+                    import numpy as np
+                    a = np.ascontiguousarray(a)
+                ptr, shape, dt, dev_type, dev_id = _core.array_info(a)
+                if dev_type == _KDL_CUDA and dev_id != 0:
+                    raise InputError(f"input '{name}' is on CUDA device {dev_id}; tessel runs on device 0")
+                ptrs.append(ptr)
+                dims.append(tuple(shape))
+                dtypes.append(dt)
+                on_host.append(dev_type != _KDL_CUDA)
+            keep.append(a)
+        key = (tuple(dims), tuple(dtypes))
+        out_dims = self._out_dims.get(key)
+        if out_dims is None:
+            out_dims = self._exe.output_dims(dims, dtypes)
+            if len(self._out_dims) >= _OUTPUT_DIMS_CACHE:
+                self._out_dims.clear()
+            self._out_dims[key] = out_dims
+        if torch_device is not None:
+            tb = _torch_support()
+            outs = [tb.empty(d, dtype=tb.torch_dtype[t], device=torch_device) for d, t in zip(out_dims, self._out_dtypes)]
+            addrs = [o.data_ptr() for o in outs]
+            stream = tb.current_stream(torch_device)
+        else:
+            outs = [_core.device_array(t, d) for d, t in zip(out_dims, self._out_dtypes)]
+            addrs = [_core.array_info(o)[0] for o in outs]
+            stream = 0  # the legacy default stream: DLPack's stream for a consumer that names none
+        self._exe.run_device(ptrs, dims, dtypes, on_host, addrs, stream)
+        return outs
+
+    def synchronize(self) -> None:
+        """Waits for the last run on CUDA tensors; raises the error of a failed check in it, if any."""
+        self._exe.synchronize()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Union[Any, Tuple[Any, ...]]:
         """Runs the model; one output is returned as is, several as a tuple."""
@@ -111,7 +223,8 @@ class Executable:
 
     def profile(self, *args: Any, warmup: int = 3, iters: int = 10, **kwargs: Any) -> List[StepTime]:
         """Each step's median time over `iters` runs (wall time on the CPU, device time on CUDA)."""
-        return self._exe.profile(self._arrays(args, kwargs), warmup, iters)
+        arrays = [a.cpu() if getattr(a, "is_cuda", False) else a for a in self._arrays(args, kwargs)]
+        return self._exe.profile(arrays, warmup, iters)
 
     def save(self, path: Union[str, os.PathLike]) -> None:
         """Writes a compiled artifact (CPU executables) that tessel.load reads without compiling."""

@@ -29,7 +29,7 @@ import operator
 import threading
 import weakref
 from collections import Counter
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 import numpy as np
 import sympy
@@ -116,7 +116,7 @@ def reset_stats() -> None:
 # ---- options ----------------------------------------------------------------------------
 
 _DEFAULT_OPTIONS: Dict[str, Any] = {
-    "target": "cpu",        # tessel's target; torch tensors cross without copies on the CPU
+    "target": "auto",       # tessel's target: "auto" is the graph's device ("cuda" for CUDA tensors, else "cpu")
     "precision": "fp32",
     "threads": 0,           # worker threads of each executable (0: one per core)
     "tuning_db": None,
@@ -1294,7 +1294,7 @@ def _unbind(cv, node, x, dim=0):
 
 
 @_reg(*_ov(aten._to_copy, "default"),
-      check=lambda n: None if n.kwargs.get("device") in (None, torch.device("cpu")) else "copy to another device")
+      check=lambda n: None if _same_device(n) else "copy to another device")
 def _to_copy(cv, node, x, **kw):
     return cv.cast(x, _out(node).dtype)
 
@@ -1488,9 +1488,21 @@ def _as_strided(cv, node, x, size, stride, storage_offset=None):
 
 # -- tensor factories ---------------------------------------------------------------------
 
+def _on_target_device(dev: Any) -> bool:
+    """Tensors made or copied onto `dev` inside a compiled part live where the part runs:
+    on the CPU, or on the GPU of a CUDA part (_device_refusal picks the target from the
+    graph's tensors; a part never mixes the two)."""
+    return dev is None or torch.device(dev).type in ("cpu", "cuda")
+
+
+def _same_device(node: fx.Node) -> bool:
+    """A copy that stays on its device (a dtype cast, or .to() of a tensor already there)."""
+    src, out = _val(node.args[0]), _val(node)
+    return isinstance(src, torch.Tensor) and isinstance(out, torch.Tensor) and src.device == out.device
+
+
 def _factory_check(node: fx.Node) -> Optional[str]:
-    dev = node.kwargs.get("device")
-    if dev is not None and torch.device(dev).type != "cpu":
+    if not _on_target_device(node.kwargs.get("device")):
         return "a tensor made on another device"
     return None
 
@@ -1568,6 +1580,11 @@ def _copy(cv, node, dst, src, non_blocking=False):
 # -- attention ----------------------------------------------------------------------------
 
 def _sdpa_check(node: fx.Node) -> Optional[str]:
+    dropout_at = 4 if node.target is aten.scaled_dot_product_attention.default else 3
+    return _sdpa_check_common(node, dropout_at)
+
+
+def _sdpa_check_common(node: fx.Node, dropout_at: int) -> Optional[str]:
     q, k = _val(node.args[0]), _val(node.args[1])
     if q.dim() < 2 or _static(q.shape[-1]) is None:
         return "attention with a symbolic head size"
@@ -1575,9 +1592,7 @@ def _sdpa_check(node: fx.Node) -> Optional[str]:
         hq, hk = _static(q.shape[-3]), _static(k.shape[-3])
         if q.dim() != 4 or hq is None or hk is None or hq % hk:
             return "attention with grouped key/value heads of these sizes"
-    dropout = node.args[3] if len(node.args) > 3 else node.kwargs.get("dropout_p", 0.0)
-    if node.target is aten.scaled_dot_product_attention.default:
-        dropout = node.args[4] if len(node.args) > 4 else node.kwargs.get("dropout_p", 0.0)
+    dropout = node.args[dropout_at] if len(node.args) > dropout_at else node.kwargs.get("dropout_p", 0.0)
     if dropout:
         return "attention with dropout"
     return None
@@ -1627,6 +1642,38 @@ def _attention(cv: _Converter, q: _V, k: _V, v: _V, mask: Any, is_causal: bool, 
 @_reg(*_ov(_aten("_scaled_dot_product_flash_attention_for_cpu"), "default"), check=_sdpa_check)
 def _sdpa_flash_cpu(cv, node, q, k, v, dropout_p=0.0, is_causal=False, attn_mask=None, scale=None):
     return (_attention(cv, q, k, v, attn_mask, is_causal, scale), None)
+
+
+# The CUDA kernels that scaled_dot_product_attention becomes on a GPU: (q, k, v,
+# [attn_bias, compute_log_sumexp,] dropout_p, is_causal, ...); tessel computes the
+# attention output, not the log-sum-exp and seeds beside it.
+_CUDA_SDPA_ARGS = {  # op name -> (index of attn_bias or None, index of dropout_p)
+    "_scaled_dot_product_flash_attention": (None, 3),
+    "_scaled_dot_product_efficient_attention": (3, 5),
+    "_scaled_dot_product_cudnn_attention": (3, 5),
+}
+
+
+def _cuda_sdpa_check(node: fx.Node) -> Optional[str]:
+    why = _sdpa_check_common(node, _CUDA_SDPA_ARGS[node.target.__name__.split(".")[0]][1])
+    if why is None and any(u.target is operator.getitem and u.args[1] != 0 for u in node.users):
+        why = "attention whose log-sum-exp is used"
+    return why
+
+
+def _cuda_sdpa(cv, node, q, k, v, *rest, **kw):
+    bias_at, dropout_at = _CUDA_SDPA_ARGS[node.target.__name__.split(".")[0]]
+    args = list(rest)
+
+    def arg(i, name, default):
+        return args[i - 3] if len(args) > i - 3 else kw.get(name, default)
+    mask = arg(bias_at, "attn_bias", None) if bias_at is not None else None
+    out = _attention(cv, q, k, v, mask, bool(arg(dropout_at + 1, "is_causal", False)), kw.get("scale"))
+    return (out,) + (None,) * (len(_val(node)) - 1)
+
+
+for _name in _CUDA_SDPA_ARGS:
+    _reg(*_ov(_aten(_name), "default"), check=_cuda_sdpa_check)(_cuda_sdpa)
 
 
 @_reg(*_ov(aten.scaled_dot_product_attention, "default"), check=_sdpa_check)
@@ -1694,7 +1741,7 @@ def _why_not(node: fx.Node) -> Optional[str]:
     for t in vals:
         if t.dtype not in _IR_DTYPE:
             return f"dtype {t.dtype}"
-        if t.device.type != "cpu":
+        if t.device.type not in ("cpu", "cuda"):  # which of the two the target takes: _device_refusal
             return f"a tensor on {t.device}"
         for d in t.shape:
             if isinstance(d, torch.SymInt) and any(str(s).startswith("u") for s in d.node.expr.free_symbols):
@@ -1832,6 +1879,7 @@ class _Part(torch.nn.Module):
         names = [f"{self.part_name}_{p.name}" for p in phs]
         self.exe, self.plan, ops, _ = _convert(self.gm, consts, names, self.opts)
         self.native = self.exe._exe
+        self.device_runs = self.native.target == "cuda"
         self.ops = ops
         _PARTS.add(self)
 
@@ -1865,7 +1913,7 @@ class _Part(torch.nn.Module):
                 arrays.append(a.detach() if a.requires_grad else a)
             else:
                 arrays.append(torch.tensor([int(a)], dtype=torch.int64))
-        outs = self.native.run(arrays, 1)
+        outs = self.exe._run_arrays(arrays) if self.device_runs else self.native.run(arrays, 1)
         return tuple(outs) if self.as_tuple else outs[0]
 
 
@@ -1937,14 +1985,15 @@ def tessel_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], **kwargs: 
             _STATS.add("eager_graphs")
             return _eager(gm)
         raise TrainingNotSupported(msg)
-    for x in example_inputs:
-        if isinstance(x, torch.Tensor) and x.device.type != "cpu":
-            reason = f"tessel's torch backend takes CPU tensors; this graph has a tensor on {x.device}"
-            if not opts["fallback"]:
-                raise CompileError(reason)
-            log.warning("tessel: %s; running it eagerly", reason)
-            _STATS.add("eager_graphs")
-            return _eager(gm)
+    devices = {x.device for x in list(example_inputs) + list(gm.parameters()) + list(gm.buffers())
+               if isinstance(x, torch.Tensor)}
+    reason = _device_refusal(devices, opts)
+    if reason is not None:
+        if not opts["fallback"]:
+            raise CompileError(reason)
+        log.warning("tessel: %s; running it eagerly", reason)
+        _STATS.add("eager_graphs")
+        return _eager(gm)
 
     phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
     static = {i for i, (ph, x) in enumerate(zip(phs, example_inputs))
@@ -1981,6 +2030,20 @@ def tessel_backend(gm: fx.GraphModule, example_inputs: Sequence[Any], **kwargs: 
 
     from torch._dynamo.backends.common import aot_autograd
     return aot_autograd(fw_compiler=fw_compiler, decompositions=_decompositions())(gm, example_inputs)
+
+
+def _device_refusal(devices: Set[Any], opts: Dict[str, Any]) -> Optional[str]:
+    """Sets opts["target"] from the tensors' devices ("auto"); why tessel cannot take them, if it cannot."""
+    kinds = {d.type for d in devices}
+    if opts["target"] == "auto":
+        opts["target"] = "cuda" if "cuda" in kinds else "cpu"
+    want = {"cpu"} if opts["target"] == "cpu" else {"cpu", "cuda"}
+    if not kinds <= want:
+        return f"target {opts['target']!r} takes tensors on {' or '.join(sorted(want))}; this graph has " \
+               f"tensors on {', '.join(sorted(str(d) for d in devices))}"
+    if any(d.type == "cuda" and (d.index or 0) != 0 for d in devices):
+        return f"tessel runs on cuda:0; this graph has tensors on {', '.join(sorted(str(d) for d in devices))}"
+    return None
 
 
 def _attr(gm: fx.GraphModule, target: str) -> Any:
@@ -2146,7 +2209,7 @@ def _dim_names(module: Any, args: Sequence[Any], kwargs: Mapping[str, Any], dyna
 
 
 def export(module: torch.nn.Module, example_inputs: Sequence[Any], dynamic_shapes: Any = None, *,
-           kwargs: Optional[Mapping[str, Any]] = None, strict: bool = False, target: str = "cpu",
+           kwargs: Optional[Mapping[str, Any]] = None, strict: bool = False, target: str = "auto",
            precision: str = "fp32", dims: Optional[Mapping[str, int]] = None, threads: int = 0,
            tuning_db: Any = None, knobs: Sequence[str] = ()) -> Executable:
     """Exports module with torch.export and compiles the whole program with tessel.
@@ -2157,7 +2220,8 @@ def export(module: torch.nn.Module, example_inputs: Sequence[Any], dynamic_shape
     every batch size without compiling again. Parameters and buffers are baked in as
     constants (the executable does not see later changes to the module). Returns a
     tessel.Executable over the flattened tensor inputs (in order: positional, then
-    keyword) and outputs; Executable.save writes it as an artifact.
+    keyword) and outputs; Executable.save writes it as an artifact. target "auto" is
+    "cuda" when the module or its inputs are on CUDA, else "cpu".
     Raises CompileError naming the operators tessel cannot take.
     """
     if not isinstance(example_inputs, tuple):
@@ -2165,6 +2229,10 @@ def export(module: torch.nn.Module, example_inputs: Sequence[Any], dynamic_shape
     kwargs = dict(kwargs or {})
     opts = _options({"target": target, "precision": precision, "threads": threads, "tuning_db": tuning_db,
                      "knobs": knobs})
+    tensors = [x for x in list(example_inputs) + list(kwargs.values()) if isinstance(x, torch.Tensor)]
+    reason = _device_refusal({x.device for x in tensors + list(module.parameters()) + list(module.buffers())}, opts)
+    if reason is not None:
+        raise CompileError(f"tessel.export: {reason}")
     with torch.no_grad():
         ep = torch.export.export(module, example_inputs, kwargs=kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
         ep = ep.run_decompositions(_decompositions())

@@ -24,16 +24,21 @@ void check_value_matches(const RtValue& v, const Type& t, const std::string& wha
                          std::map<std::string, int64_t>* bindings) {
   if (t.kind != Type::Kind::Tensor) return;
   TS_CHECK(v.is_tensor(), what, ": expected a tensor");
+  check_dims_match(v.tensor.dtype(), v.tensor.shape(), t, what, bindings);
+}
+
+void check_dims_match(DType dtype, const std::vector<int64_t>& dims, const Type& t, const std::string& what,
+                      std::map<std::string, int64_t>* bindings) {
+  if (t.kind != Type::Kind::Tensor) return;
   if (t.dtype != DType::Undefined)
-    TS_CHECK(v.tensor.dtype() == t.dtype, what, ": expected dtype ", dtype_name(t.dtype), ", got ",
-             dtype_name(v.tensor.dtype()));
+    TS_CHECK(dtype == t.dtype, what, ": expected dtype ", dtype_name(t.dtype), ", got ", dtype_name(dtype));
   if (!t.shape) return;
   const Shape& s = *t.shape;
-  TS_CHECK(v.tensor.rank() == s.size(), what, ": expected shape ", shape_str(s), ", got ", dims_str(v.tensor.shape()));
+  TS_CHECK(dims.size() == s.size(), what, ": expected shape ", shape_str(s), ", got ", dims_str(dims));
   for (size_t i = 0; i < s.size(); ++i) {
-    const int64_t actual = v.tensor.shape()[i];
+    const int64_t actual = dims[i];
     if (s[i].is_const()) {
-      TS_CHECK(s[i].value() == actual, what, ": expected shape ", shape_str(s), ", got ", dims_str(v.tensor.shape()));
+      TS_CHECK(s[i].value() == actual, what, ": expected shape ", shape_str(s), ", got ", dims_str(dims));
       continue;
     }
     if (!bindings) continue;

@@ -39,5 +39,8 @@ class Interpreter {
 // Throws tessel::Error with `what` in the message.
 void check_value_matches(const RtValue& v, const Type& t, const std::string& what,
                          std::map<std::string, int64_t>* bindings);
+// The same for a tensor known by its dtype and dims (one on a device).
+void check_dims_match(DType dtype, const std::vector<int64_t>& dims, const Type& t, const std::string& what,
+                      std::map<std::string, int64_t>* bindings);
 
 }  // namespace tessel

@@ -24,12 +24,26 @@ using CUstream = void*;
 using CUgraph = void*;
 using CUgraphExec = void*;
 using CUevent = void*;
+using CUgraphNode = void*;
 using CUdeviceptr = uint64_t;  // unsigned long long in cuda.h: the same 64 bits
+// CUDA_KERNEL_NODE_PARAMS_v2 (cuda.h, CUDA 12.0 on).
+struct KernelNodeParams {
+  CUfunction func;
+  unsigned grid_x, grid_y, grid_z;
+  unsigned block_x, block_y, block_z;
+  unsigned shared_bytes;
+  void** kernel_params;
+  void** extra;
+  void* kern;  // CUkernel: used only when func is null
+  CUcontext ctx;
+};
 constexpr int kAbiVersion = 12000;
 constexpr CUresult kNoDevice = 100;  // CUDA_ERROR_NO_DEVICE
 constexpr CUresult kOutOfMemory = 2;  // CUDA_ERROR_OUT_OF_MEMORY
 constexpr int kCaptureModeThreadLocal = 1;          // CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
 constexpr int kStreamNonBlocking = 1;               // CU_STREAM_NON_BLOCKING
+constexpr unsigned kEventDisableTiming = 2;         // CU_EVENT_DISABLE_TIMING
+constexpr int kCaptureStatusActive = 1;             // CU_STREAM_CAPTURE_STATUS_ACTIVE
 constexpr int kFuncMaxDynamicSharedBytes = 8;       // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 constexpr int kMaxSharedPerBlockOptin = 97;         // CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
 // cuTensorMapEncodeTiled's enums (cuda.h): 2-byte unsigned elements, no
@@ -90,6 +104,9 @@ struct DriverApi {
   CUresult (*event_record)(CUevent, CUstream) = nullptr;
   CUresult (*event_synchronize)(CUevent) = nullptr;
   CUresult (*event_elapsed)(float*, CUevent, CUevent) = nullptr;
+  CUresult (*stream_wait_event)(CUstream, CUevent, unsigned) = nullptr;
+  CUresult (*capture_info)(CUstream, int*, uint64_t*, CUgraph*, const CUgraphNode**, const void**, size_t*) = nullptr;
+  CUresult (*exec_kernel_node_set_params)(CUgraphExec, CUgraphNode, const KernelNodeParams*) = nullptr;
   CUresult (*tensor_map_encode_tiled)(void*, int, unsigned, void*, const uint64_t*, const uint64_t*, const unsigned*,
                                       const unsigned*, int, int, int, int) = nullptr;
 };
@@ -155,6 +172,15 @@ void resolve_all(DriverApi& d) {
   resolve(d, d.event_record, "cuEventRecord");
   resolve(d, d.event_synchronize, "cuEventSynchronize");
   resolve(d, d.tensor_map_encode_tiled, "cuTensorMapEncodeTiled");
+  resolve(d, d.stream_wait_event, "cuStreamWaitEvent");
+  // The v3 form (with edge data) is CUDA 12.3's, the only one CUDA 13 keeps;
+  // without it (an older driver) graphs cannot take new argument values.
+  try {
+    resolve(d, d.capture_info, "cuStreamGetCaptureInfo", 12030);
+  } catch (const Error&) {
+    d.capture_info = nullptr;
+  }
+  resolve(d, d.exec_kernel_node_set_params, "cuGraphExecKernelNodeSetParams");
   // CUDA 12.8 added cuEventElapsedTime_v2 (same signature); CUDA 13 drivers
   // may serve only that one, older ones only the first.
   try {
@@ -270,7 +296,7 @@ Stream::Stream() {
 }
 
 Stream::~Stream() {
-  if (s_) driver_state().stream_destroy(s_);
+  if (s_ && owned_) driver_state().stream_destroy(s_);
 }
 
 void Stream::upload(const DeviceMemory& dst, const void* src, size_t bytes) const {
@@ -329,9 +355,25 @@ GraphExec Stream::end_capture() const {
   check(d, d.end_capture(s_, &g), "cuStreamEndCapture");
   CUgraphExec e = nullptr;
   const CUresult r = d.graph_instantiate(&e, g, 0);
-  d.graph_destroy(g);  // the executable graph is independent of it
+  if (r != 0) d.graph_destroy(g);
   check(d, r, "cuGraphInstantiate");
-  return GraphExec(e);
+  return GraphExec(e, g);
+}
+
+void* Stream::captured_node() const {
+  const DriverApi& d = driver();
+  TS_CHECK(d.capture_info, "CUDA: this driver (older than CUDA 12.3) has no cuStreamGetCaptureInfo_v3");
+  int status = 0;
+  const CUgraphNode* deps = nullptr;
+  size_t n = 0;
+  check(d, d.capture_info(s_, &status, nullptr, nullptr, &deps, nullptr, &n), "cuStreamGetCaptureInfo");
+  TS_CHECK(status == kCaptureStatusActive && n == 1, "CUDA: the stream is not capturing one chain of work");
+  return deps[0];
+}
+
+void Stream::wait(const Event& e) const {
+  const DriverApi& d = driver();
+  check(d, d.stream_wait_event(s_, e.handle(), 0), "cuStreamWaitEvent");
 }
 
 void Stream::synchronize() const {
@@ -356,17 +398,30 @@ void* Module::function(const std::string& symbol) const {
   return f;
 }
 
-GraphExec::~GraphExec() {
+void GraphExec::reset() noexcept {
   if (g_) driver_state().graph_exec_destroy(g_);
+  if (template_) driver_state().graph_destroy(template_);
+  g_ = template_ = nullptr;
 }
+
+GraphExec::~GraphExec() { reset(); }
 
 GraphExec& GraphExec::operator=(GraphExec&& o) noexcept {
   if (this != &o) {
-    if (g_) driver_state().graph_exec_destroy(g_);
+    reset();
     g_ = o.g_;
-    o.g_ = nullptr;
+    template_ = o.template_;
+    o.g_ = o.template_ = nullptr;
   }
   return *this;
+}
+
+void GraphExec::set_kernel_args(void* node, void* fn, Dim3 grid, Dim3 block, unsigned shared_bytes,
+                                void** args) const {
+  const DriverApi& d = driver();
+  const KernelNodeParams p{fn, grid.x, grid.y, grid.z, block.x, block.y, block.z, shared_bytes, args, nullptr,
+                           nullptr, nullptr};
+  check(d, d.exec_kernel_node_set_params(g_, node, &p), "cuGraphExecKernelNodeSetParams");
 }
 
 void GraphExec::launch(const Stream& s) const {
@@ -374,9 +429,9 @@ void GraphExec::launch(const Stream& s) const {
   check(d, d.graph_launch(g_, s.handle()), "cuGraphLaunch");
 }
 
-Event::Event() {
+Event::Event(bool timing) {
   const DriverApi& d = driver();
-  check(d, d.event_create(&e_, 0), "cuEventCreate");
+  check(d, d.event_create(&e_, timing ? 0 : kEventDisableTiming), "cuEventCreate");
 }
 
 Event::~Event() {
@@ -386,6 +441,11 @@ Event::~Event() {
 void Event::record(const Stream& s) const {
   const DriverApi& d = driver();
   check(d, d.event_record(e_, s.handle()), "cuEventRecord");
+}
+
+void Event::synchronize() const {
+  const DriverApi& d = driver();
+  check(d, d.event_synchronize(e_), "cuEventSynchronize");
 }
 
 float Event::elapsed_ms(const Event& start, const Event& end) {

@@ -51,27 +51,46 @@ class DeviceMemory {
 
 class Stream;
 
-// An instantiated CUDA graph (cuGraphExec), replayed with launch().
+struct Dim3 {
+  unsigned x = 1, y = 1, z = 1;
+};
+
+// An instantiated CUDA graph (cuGraphExec), replayed with launch(). It keeps
+// the graph it was made from: the nodes of that graph name what
+// set_kernel_args changes.
 class GraphExec {
  public:
   GraphExec() = default;
-  explicit GraphExec(void* g) : g_(g) {}
+  GraphExec(void* exec, void* graph) : g_(exec), template_(graph) {}
   ~GraphExec();
   GraphExec(const GraphExec&) = delete;
   GraphExec& operator=(const GraphExec&) = delete;
-  GraphExec(GraphExec&& o) noexcept : g_(o.g_) { o.g_ = nullptr; }
+  GraphExec(GraphExec&& o) noexcept : g_(o.g_), template_(o.template_) { o.g_ = o.template_ = nullptr; }
   GraphExec& operator=(GraphExec&& o) noexcept;
   explicit operator bool() const { return g_ != nullptr; }
   void launch(const Stream& s) const;
+  // Gives the kernel node `node` (Stream::captured_node) new argument values
+  // for the launches after this call (cuGraphExecKernelNodeSetParams: the
+  // values `args` points at are copied now; launches already issued keep
+  // the old ones).
+  void set_kernel_args(void* node, void* fn, Dim3 grid, Dim3 block, unsigned shared_bytes, void** args) const;
 
  private:
+  void reset() noexcept;
   void* g_ = nullptr;
+  void* template_ = nullptr;
 };
 
-// A non-blocking stream: work on it does not wait for the legacy default stream.
+class Event;
+
+// A non-blocking stream: work on it does not wait for the legacy default
+// stream. Or, made from a handle, a stream someone else owns (a caller's:
+// PyTorch's current stream), used and never destroyed; 0 is the legacy
+// default stream.
 class Stream {
  public:
   Stream();
+  explicit Stream(void* borrowed) : s_(borrowed), owned_(false) {}
   ~Stream();
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
@@ -88,30 +107,36 @@ class Stream {
   // (thread-local capture mode: other threads' CUDA calls are unaffected).
   void begin_capture() const;
   GraphExec end_capture() const;
+  // While capturing: the node the last call issued (the one the next would
+  // follow), for GraphExec::set_kernel_args.
+  void* captured_node() const;
+  // Work issued after this waits for `e`'s last record (on any stream).
+  void wait(const Event& e) const;
   // Waits for the stream; a failed kernel's error (illegal address, ...) surfaces here.
   void synchronize() const;
 
  private:
   void* s_ = nullptr;
+  bool owned_ = true;
 };
 
-// A CUDA event, for timing work on a stream.
+// A CUDA event: timing work on a stream, or (timing = false, cheaper)
+// ordering one stream after another.
 class Event {
  public:
-  Event();
+  explicit Event(bool timing = true);
   ~Event();
   Event(const Event&) = delete;
   Event& operator=(const Event&) = delete;
   void record(const Stream& s) const;
+  // Waits until the work before the last record is done (at once if never recorded).
+  void synchronize() const;
+  void* handle() const { return e_; }
   // Milliseconds between two recorded events; waits for `end`.
   static float elapsed_ms(const Event& start, const Event& end);
 
  private:
   void* e_ = nullptr;
-};
-
-struct Dim3 {
-  unsigned x = 1, y = 1, z = 1;
 };
 
 // A cubin loaded into device 0's primary context.

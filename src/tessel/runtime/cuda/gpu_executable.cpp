@@ -79,6 +79,11 @@ struct GpuExecutable::Instance {
   };
   std::vector<Launch> launches;
   cuda::GraphExec graph;
+  std::map<const Value*, uint64_t> own;  // graph inputs' and outputs' own buffers (host-side runs)
+  // Per graph input or output: the (step, argument) pairs holding its address.
+  std::map<const Value*, std::vector<std::pair<size_t, size_t>>> uses;
+  std::vector<void*> nodes;  // per step: its kernel node in `graph` (null: none)
+  std::set<size_t> dirty;    // steps whose addresses changed since the graph took them
 };
 
 GpuExecutable::GpuExecutable(const Model& model, std::vector<Step> steps, std::vector<GpuLaunch> launches,
@@ -101,6 +106,8 @@ GpuExecutable::GpuExecutable(const Model& model, std::vector<Step> steps, std::v
     for (const Value* v : step_writes(s)) check_tensor_value(v);
   }
   for (const Value* v : constants) constant_bytes_ = align_up(constant_bytes_, kDeviceAlignment) + v->constant->nbytes();
+  for (const Step& s : steps_)
+    if (s.kernel && !s.kernel->assert_messages.empty()) has_asserts_ = true;
   stream_ = std::make_unique<cuda::Stream>();
   constants_ = std::make_unique<cuda::DeviceMemory>(static_cast<size_t>(constant_bytes_));
   int64_t offset = 0;
@@ -114,8 +121,9 @@ GpuExecutable::GpuExecutable(const Model& model, std::vector<Step> steps, std::v
 }
 
 GpuExecutable::~GpuExecutable() {
-  // Device buffers are freed only after the stream is done with them.
+  // Device buffers are freed only after the streams are done with them.
   try {
+    if (device_done_) device_done_->synchronize();
     if (stream_) stream_->synchronize();
   } catch (const Error&) {
   }
@@ -130,7 +138,12 @@ std::vector<std::string> GpuExecutable::interpreter_ops() const {
 
 GpuExecutable::Instance& GpuExecutable::instance(const std::map<std::string, int64_t>& bindings) const {
   if (auto it = instances_.find(bindings); it != instances_.end()) return *it->second;
-  if (instances_.size() >= kMaxInstances) instances_.clear();
+  if (instances_.size() >= kMaxInstances) {
+    if (device_done_) device_done_->synchronize();  // a device run may still use them
+    unchecked_ = nullptr;
+    last_ = nullptr;
+    instances_.clear();
+  }
   auto in = std::make_unique<Instance>();
   in->bindings = bindings;
   const Graph& g = *model_.graph;
@@ -153,6 +166,9 @@ GpuExecutable::Instance& GpuExecutable::instance(const std::map<std::string, int
     for (const Value* v : step_writes(s)) place(v);
   }
   for (const Value* v : g.outputs) place(v);
+  for (const Value* v : g.inputs) in->own[v] = in->ptrs.at(v);
+  for (const Value* v : g.outputs)
+    if (!v->constant) in->own[v] = in->ptrs.at(v);
   in->errors = std::make_unique<cuda::DeviceMemory>(sizeof(int32_t) * std::max<size_t>(steps_.size(), 1));
 
   in->launches.resize(steps_.size());
@@ -160,7 +176,10 @@ GpuExecutable::Instance& GpuExecutable::instance(const std::map<std::string, int
     if (!steps_[i].kernel) continue;
     const KernelStep& k = *steps_[i].kernel;
     Instance::Launch& l = in->launches[i];
-    for (const Value* v : k.params) l.buffers.push_back(v->constant ? constant_ptrs_.at(v) : in->ptrs.at(v));
+    for (const Value* v : k.params) {
+      if (in->own.count(v)) in->uses[v].emplace_back(i, l.buffers.size());
+      l.buffers.push_back(v->constant ? constant_ptrs_.at(v) : in->ptrs.at(v));
+    }
     for (const std::string& s : k.syms) {
       auto it = bindings.find(s);
       TS_CHECK(it != bindings.end(), k.name, ": symbol '", s, "' is not bound");
@@ -184,22 +203,168 @@ GpuExecutable::Instance& GpuExecutable::instance(const std::map<std::string, int
     l.empty = !(l.grid.x && l.grid.y && l.grid.z && l.block.x && l.block.y && l.block.z);
   }
 
-  if (graphs_) {
-    // The launch list is recorded once; a capture that fails half-way is
-    // ended (and dropped) so the stream is usable again.
-    stream_->begin_capture();
-    try {
-      launch_all(*in);
-    } catch (...) {
-      try {
-        stream_->end_capture();
-      } catch (const Error&) {
-      }
-      throw;
-    }
-    in->graph = stream_->end_capture();
-  }
+  if (graphs_) capture(*in);
   return *instances_.emplace(bindings, std::move(in)).first->second;
+}
+
+// The launch list is recorded once, with each kernel's node (to give it
+// other addresses later); a capture that fails half-way is ended (and
+// dropped) so the stream is usable again.
+void GpuExecutable::capture(Instance& in) const {
+  in.nodes.assign(steps_.size(), nullptr);
+  stream_->begin_capture();
+  try {
+    stream_->fill_bytes(in.errors->ptr(), 0, in.errors->bytes());
+    for (size_t i = 0; i < steps_.size(); ++i) {
+      if (in.launches[i].empty) continue;
+      launch_step(in, i, *stream_);
+      in.nodes[i] = stream_->captured_node();
+    }
+  } catch (...) {
+    try {
+      stream_->end_capture();
+    } catch (const Error&) {
+    }
+    throw;
+  }
+  in.graph = stream_->end_capture();
+}
+
+// Gives graph input or output `v` the address `ptr` in every kernel argument
+// that holds it; flush_bindings hands the changed ones to the graph.
+void GpuExecutable::bind(Instance& in, const Value* v, uint64_t ptr) const {
+  uint64_t& current = in.ptrs.at(v);
+  if (current == ptr) return;
+  current = ptr;
+  auto it = in.uses.find(v);
+  if (it == in.uses.end()) return;
+  for (const auto& [step, arg] : it->second) {
+    in.launches[step].buffers[arg] = ptr;
+    in.dirty.insert(step);
+  }
+}
+
+void GpuExecutable::flush_bindings(Instance& in) const {
+  for (size_t i : in.dirty) {
+    Instance::Launch& l = in.launches[i];
+    const GpuLaunch& gl = launches_[i];
+    if (!gl.tensor_maps.empty()) {
+      // argv points at the maps: overwrite them where they are.
+      const std::vector<cuda::TensorMap> maps =
+          cuda::encode_tensor_maps(gl.tensor_maps, l.buffers, in.bindings, steps_[i].kernel->name);
+      std::copy(maps.begin(), maps.end(), l.maps.begin());
+    }
+    if (in.graph && in.nodes[i])
+      in.graph.set_kernel_args(in.nodes[i], l.function, l.grid, l.block, gl.geometry.shared_bytes, l.argv.data());
+  }
+  in.dirty.clear();
+}
+
+// Before a run on the executable's own stream: it follows the last device
+// run, whose failed Assert, if any, is reported first.
+void GpuExecutable::settle_device_runs() const {
+  if (!device_done_) return;
+  stream_->wait(*device_done_);
+  if (!unchecked_) return;
+  const Instance* in = unchecked_;
+  unchecked_ = nullptr;
+  device_done_->synchronize();
+  try {
+    check_errors(*in);
+  } catch (const Error& e) {
+    fail("an earlier run on the device failed: ", e.what());
+  }
+}
+
+GpuExecutable::Instance& GpuExecutable::host_instance(const std::vector<RtValue>& inputs) const {
+  settle_device_runs();
+  Instance& in = instance(bind_inputs(inputs));
+  for (const auto& [v, ptr] : in.own) bind(in, v, ptr);
+  flush_bindings(in);
+  last_ = &in;
+  return in;
+}
+
+std::map<std::string, int64_t> GpuExecutable::bind_refs(const std::vector<DeviceTensorRef>& inputs) const {
+  const Graph& g = *model_.graph;
+  TS_CHECK(inputs.size() == g.inputs.size(), "the model takes ", g.inputs.size(), " inputs, got ", inputs.size());
+  std::map<std::string, int64_t> bindings;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    check_dims_match(inputs[i].dtype, inputs[i].dims, g.inputs[i]->type, str_cat("input '", g.inputs[i]->name, "'"),
+                     &bindings);
+  return bindings;
+}
+
+std::vector<std::vector<int64_t>> GpuExecutable::output_dims(const std::vector<DeviceTensorRef>& inputs) const {
+  const std::map<std::string, int64_t> bindings = bind_refs(inputs);
+  std::vector<std::vector<int64_t>> out;
+  for (const Value* v : model_.graph->outputs) out.push_back(value_dims(v, bindings));
+  return out;
+}
+
+void GpuExecutable::run_device(const std::vector<DeviceTensorRef>& inputs, const std::vector<uint64_t>& outputs,
+                               void* stream) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const Graph& g = *model_.graph;
+  TS_CHECK(outputs.size() == g.outputs.size(), "the model has ", g.outputs.size(), " outputs, got ",
+           outputs.size(), " buffers for them");
+  const cuda::Stream s(stream);
+  settle_device_runs();  // its errors; and its stream's work, when that is another stream
+  if (device_done_ && device_stream_ != stream) s.wait(*device_done_);
+  Instance& in = instance(bind_refs(inputs));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Value* v = g.inputs[i];
+    if (!inputs[i].host) {
+      bind(in, v, inputs[i].device);
+      continue;
+    }
+    bind(in, v, in.own.at(v));
+    s.copy_to_device(in.own.at(v), inputs[i].host, static_cast<size_t>(bound_value_bytes(v, in.bindings)));
+  }
+  // Outputs are written in place, except constants, graph inputs and a value
+  // that is two outputs: those are copied after the run.
+  std::vector<size_t> copied;
+  std::set<const Value*> written;
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    const Value* v = g.outputs[o];
+    const bool is_input = std::find(g.inputs.begin(), g.inputs.end(), v) != g.inputs.end();
+    if (v->constant || is_input || !written.insert(v).second) {
+      copied.push_back(o);
+      continue;
+    }
+    bind(in, v, outputs[o]);
+  }
+  flush_bindings(in);
+  launch_all(in, s);
+  for (size_t o : copied) {
+    const Value* v = g.outputs[o];
+    if (v->constant && !constant_ptrs_.count(v)) {
+      s.copy_to_device(outputs[o], v->constant->raw(), v->constant->nbytes());
+      continue;
+    }
+    const uint64_t from = v->constant ? constant_ptrs_.at(v) : in.ptrs.at(v);
+    s.copy_on_device(outputs[o], from, static_cast<size_t>(bound_value_bytes(v, in.bindings)));
+  }
+  if (!device_done_) device_done_ = std::make_unique<cuda::Event>(false);
+  device_done_->record(s);
+  device_stream_ = stream;
+  last_ = &in;
+  if (has_asserts_) unchecked_ = &in;
+}
+
+void GpuExecutable::synchronize() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (device_done_) device_done_->synchronize();
+  settle_device_runs();
+}
+
+std::vector<uint64_t> GpuExecutable::bound_addresses() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<uint64_t> out;
+  if (!last_) return out;
+  for (const Value* v : model_.graph->inputs) out.push_back(last_->ptrs.at(v));
+  for (const Value* v : model_.graph->outputs) out.push_back(v->constant ? 0 : last_->ptrs.at(v));
+  return out;
 }
 
 std::map<std::string, int64_t> GpuExecutable::bind_inputs(const std::vector<RtValue>& inputs) const {
@@ -217,36 +382,35 @@ void GpuExecutable::upload_inputs(const Instance& in, const std::vector<RtValue>
     stream_->copy_to_device(in.ptrs.at(g.inputs[i]), inputs[i].tensor.raw(), inputs[i].tensor.nbytes());
 }
 
-void GpuExecutable::launch_all(const Instance& in) const {
+void GpuExecutable::launch_all(const Instance& in, const cuda::Stream& s) const {
   if (in.graph) {
-    in.graph.launch(*stream_);
+    in.graph.launch(s);
     return;
   }
-  stream_->fill_bytes(in.errors->ptr(), 0, in.errors->bytes());
-  for (size_t i = 0; i < steps_.size(); ++i) launch_step(in, i);
+  s.fill_bytes(in.errors->ptr(), 0, in.errors->bytes());
+  for (size_t i = 0; i < steps_.size(); ++i) launch_step(in, i, s);
 }
 
-void GpuExecutable::launch_step(const Instance& in, size_t i) const {
+void GpuExecutable::launch_step(const Instance& in, size_t i, const cuda::Stream& s) const {
   if (steps_[i].interp) {
-    run_interp(in, *steps_[i].interp);
+    run_interp(in, *steps_[i].interp, s);
     return;
   }
   const Instance::Launch& l = in.launches[i];
   if (l.empty) return;
-  cuda::launch(l.function, l.grid, l.block, const_cast<void**>(l.argv.data()), *stream_,
-               launches_[i].geometry.shared_bytes);
+  cuda::launch(l.function, l.grid, l.block, const_cast<void**>(l.argv.data()), s, launches_[i].geometry.shared_bytes);
 }
 
-void GpuExecutable::run_interp(const Instance& in, const Node& n) const {
+void GpuExecutable::run_interp(const Instance& in, const Node& n, const cuda::Stream& s) const {
   // The node's operands come to the host; the launches before it finish first.
   std::map<const Value*, RtValue> host;
   for (const Value* v : step_reads(Step{nullptr, &n})) {
     if (v->constant) continue;
     Tensor t(v->type.dtype, value_dims(v, in.bindings));
-    stream_->copy_to_host(t.mutable_raw(), in.ptrs.at(v), t.nbytes());
+    s.copy_to_host(t.mutable_raw(), in.ptrs.at(v), t.nbytes());
     host.emplace(v, RtValue(std::move(t)));
   }
-  stream_->synchronize();
+  s.synchronize();
   Interpreter interp;
   std::vector<RtValue> outs = interp.run_node(n, [&](const Value* v) -> const RtValue* {
     auto it = host.find(v);
@@ -262,10 +426,10 @@ void GpuExecutable::run_interp(const Instance& in, const Node& n) const {
     const Tensor& t = outs[o].tensor;
     TS_CHECK(static_cast<int64_t>(t.nbytes()) == bound_value_bytes(v, in.bindings), n.describe(), ": output %", v->name,
              " has ", t.nbytes(), " bytes, the plan expects ", bound_value_bytes(v, in.bindings));
-    stream_->copy_to_device(in.ptrs.at(v), t.raw(), t.nbytes());
+    s.copy_to_device(in.ptrs.at(v), t.raw(), t.nbytes());
   }
   // The host tensors die here: wait for the copies that read them.
-  stream_->synchronize();
+  s.synchronize();
 }
 
 std::vector<RtValue> GpuExecutable::download_outputs(const Instance& in, const std::vector<RtValue>& inputs) const {
@@ -304,12 +468,12 @@ void GpuExecutable::check_errors(const Instance& in) const {
 
 std::vector<RtValue> GpuExecutable::run(const std::vector<RtValue>& inputs, GpuRunTimes* times) const {
   std::lock_guard<std::mutex> lock(mu_);
-  const Instance& in = instance(bind_inputs(inputs));
+  const Instance& in = host_instance(inputs);
   cuda::Event start, uploaded, computed, downloaded;
   if (times) start.record(*stream_);
   upload_inputs(in, inputs);
   if (times) uploaded.record(*stream_);
-  launch_all(in);
+  launch_all(in, *stream_);
   if (times) computed.record(*stream_);
   std::vector<RtValue> out = download_outputs(in, inputs);
   if (times) downloaded.record(*stream_);
@@ -325,14 +489,14 @@ std::vector<RtValue> GpuExecutable::run(const std::vector<RtValue>& inputs, GpuR
 
 std::vector<double> GpuExecutable::time_on_device(const std::vector<RtValue>& inputs, int warmup, int iterations) const {
   std::lock_guard<std::mutex> lock(mu_);
-  const Instance& in = instance(bind_inputs(inputs));
+  const Instance& in = host_instance(inputs);
   upload_inputs(in, inputs);
-  for (int i = 0; i < warmup; ++i) launch_all(in);
+  for (int i = 0; i < warmup; ++i) launch_all(in, *stream_);
   std::vector<double> ms;
   cuda::Event a, b;
   for (int i = 0; i < iterations; ++i) {
     a.record(*stream_);
-    launch_all(in);
+    launch_all(in, *stream_);
     b.record(*stream_);
     ms.push_back(cuda::Event::elapsed_ms(a, b));
   }
@@ -344,16 +508,16 @@ std::vector<double> GpuExecutable::time_on_device(const std::vector<RtValue>& in
 std::vector<RunProfile> GpuExecutable::profile_steps(const std::vector<RtValue>& inputs, int warmup,
                                                      int iterations) const {
   std::lock_guard<std::mutex> lock(mu_);
-  const Instance& in = instance(bind_inputs(inputs));
+  const Instance& in = host_instance(inputs);
   upload_inputs(in, inputs);
-  for (int i = 0; i < warmup; ++i) launch_all(in);
+  for (int i = 0; i < warmup; ++i) launch_all(in, *stream_);
   std::vector<cuda::Event> marks(steps_.size() + 1);
   std::vector<RunProfile> runs(static_cast<size_t>(std::max(iterations, 0)));
   for (RunProfile& r : runs) {
     stream_->fill_bytes(in.errors->ptr(), 0, in.errors->bytes());
     marks[0].record(*stream_);
     for (size_t i = 0; i < steps_.size(); ++i) {
-      launch_step(in, i);
+      launch_step(in, i, *stream_);
       marks[i + 1].record(*stream_);
     }
     stream_->synchronize();

@@ -20,6 +20,16 @@
 // the message of the first kernel, in step order, whose error word is set.
 // Running out of device memory throws one tessel::Error; the executable and
 // the process stay usable.
+//
+// Device runs (run_device: the Python package's CUDA tensors) read the
+// caller's inputs and write its outputs in place, on the caller's stream,
+// without waiting for the device: the graph's kernel nodes that read a graph
+// input or write a graph output get the caller's addresses
+// (GraphExec::set_kernel_args, only when an address changed: a caching
+// allocator hands back the same ones). Runs of one executable stay in order
+// whichever streams they use (each waits for the last one's event), since
+// they share the arena. A failed Assert of a device run is reported by the
+// next call on the executable, or by synchronize().
 #pragma once
 
 #include <map>
@@ -56,6 +66,16 @@ struct GpuRunTimes {
   double download_ms = 0;  // graph outputs device -> host
 };
 
+// A tensor the caller owns, for run_device: on the device (`device`, a
+// device address) or, for small host inputs such as sizes, on the host
+// (`host`: copied in on the run's stream).
+struct DeviceTensorRef {
+  DType dtype = DType::Undefined;
+  std::vector<int64_t> dims;
+  uint64_t device = 0;
+  const void* host = nullptr;
+};
+
 struct GpuExecutableOptions {
   bool graphs = true;            // capture the launch list in a CUDA graph
   bool memory_planning = true;   // false: every intermediate its own buffer
@@ -71,6 +91,19 @@ class GpuExecutable {
 
   // Inputs and outputs on the host, in graph order (as Executable::run).
   std::vector<RtValue> run(const std::vector<RtValue>& inputs, GpuRunTimes* times = nullptr) const;
+
+  // One run on the caller's memory, issued on `stream` (a CUstream; 0 is
+  // the legacy default stream) and not waited for. `outputs`: a device
+  // address per graph output, of output_dims(inputs)'s sizes.
+  void run_device(const std::vector<DeviceTensorRef>& inputs, const std::vector<uint64_t>& outputs,
+                  void* stream) const;
+  // The graph outputs' dims for these inputs (their dtypes and dims are checked).
+  std::vector<std::vector<int64_t>> output_dims(const std::vector<DeviceTensorRef>& inputs) const;
+  // Waits for the last device run; throws its failed Assert, if any.
+  void synchronize() const;
+  // The device addresses the kernels of the last run were given for the
+  // graph inputs and outputs (tests of zero-copy).
+  std::vector<uint64_t> bound_addresses() const;
 
   // For benchmarks: copies `inputs` to the device once, then runs the
   // kernels `warmup` times untimed and `iterations` times timed with CUDA
@@ -95,11 +128,18 @@ class GpuExecutable {
  private:
   struct Instance;
   Instance& instance(const std::map<std::string, int64_t>& bindings) const;
+  void capture(Instance& in) const;
   std::map<std::string, int64_t> bind_inputs(const std::vector<RtValue>& inputs) const;
+  std::map<std::string, int64_t> bind_refs(const std::vector<DeviceTensorRef>& inputs) const;
+  // A host-side run's instance: after the last device run, with its own buffers bound.
+  Instance& host_instance(const std::vector<RtValue>& inputs) const;
+  void bind(Instance& in, const Value* v, uint64_t ptr) const;
+  void flush_bindings(Instance& in) const;
+  void settle_device_runs() const;
   void upload_inputs(const Instance& in, const std::vector<RtValue>& inputs) const;
-  void launch_all(const Instance& in) const;
-  void launch_step(const Instance& in, size_t i) const;
-  void run_interp(const Instance& in, const Node& n) const;
+  void launch_all(const Instance& in, const cuda::Stream& s) const;
+  void launch_step(const Instance& in, size_t i, const cuda::Stream& s) const;
+  void run_interp(const Instance& in, const Node& n, const cuda::Stream& s) const;
   std::vector<RtValue> download_outputs(const Instance& in, const std::vector<RtValue>& inputs) const;
   void check_errors(const Instance& in) const;
 
@@ -114,8 +154,16 @@ class GpuExecutable {
   std::map<const Value*, uint64_t> constant_ptrs_;
   int64_t constant_bytes_ = 0;
   std::vector<std::shared_ptr<const void>> retained_;
+  bool has_asserts_ = false;  // any kernel that may set its error word
   mutable std::mutex mu_;  // one stream: runs take turns
   mutable std::map<std::map<std::string, int64_t>, std::unique_ptr<Instance>> instances_;
+  // The last device run: its stream, the event recorded after it, and its
+  // instance while its error words are unread.
+  mutable std::unique_ptr<cuda::Event> device_done_;
+  mutable void* device_stream_ = nullptr;
+  mutable bool device_pending_ = false;
+  mutable Instance* unchecked_ = nullptr;
+  mutable const Instance* last_ = nullptr;
 };
 
 }  // namespace tessel
