@@ -1656,7 +1656,7 @@ _CUDA_SDPA_ARGS = {  # op name -> (index of attn_bias or None, index of dropout_
 
 def _cuda_sdpa_check(node: fx.Node) -> Optional[str]:
     why = _sdpa_check_common(node, _CUDA_SDPA_ARGS[node.target.__name__.split(".")[0]][1])
-    if why is None and any(u.target is operator.getitem and u.args[1] != 0 for u in node.users):
+    if why is None and any(u.target is operator.getitem and u.args[1] != 0 and u.users for u in node.users):
         why = "attention whose log-sum-exp is used"
     return why
 

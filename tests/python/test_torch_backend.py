@@ -379,6 +379,32 @@ def test_scalars_casts_and_shapes():
         close(g, w, 1e-6)
 
 
+@pytest.mark.parametrize("op", ["flash", "efficient", "cudnn"])
+def test_the_cuda_attention_kernels_convert(op):
+    """What scaled_dot_product_attention becomes on a GPU, traced here on fake CUDA tensors
+    and compiled for the CPU: the attention output, against PyTorch's math on the CPU."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+    aten = torch.ops.aten
+    causal = op == "flash"
+    calls = {
+        "flash": lambda q, k, v, b: aten._scaled_dot_product_flash_attention(q, k, v, 0.0, causal)[0],
+        "efficient": lambda q, k, v, b: aten._scaled_dot_product_efficient_attention(q, k, v, b, False, 0.0,
+                                                                                      causal)[0],
+        "cudnn": lambda q, k, v, b: aten._scaled_dot_product_cudnn_attention(q, k, v, b, False, 0.0, causal)[0],
+    }
+    shapes = [(2, 4, 16, 8)] * 3 + [(2, 4, 16, 16)]
+    with FakeTensorMode():
+        fake = [torch.empty(s, device="cuda") for s in shapes]
+        gm = make_fx(calls[op], tracing_mode="fake")(*fake)
+    exe, _, ops, _ = tb._convert(gm, {}, ["q", "k", "v", "b"], tb._options({"target": "cpu", "threads": 2}))
+    q, k, v, b = (torch.randn(s) for s in shapes)
+    got = exe(q, k, v, b)
+    want = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=None if op == "flash" else b,
+                                                            is_causal=causal)
+    close(got, want)
+
+
 def test_pooling_variants():
     m = torch.nn.Sequential(
         torch.nn.Conv2d(3, 6, 3, stride=2, padding=1, groups=3), torch.nn.MaxPool2d(3, 2, ceil_mode=True),
