@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """How well the tuner's cost model ranks schedules: top-k recall over the
-candidates `tessel tune --trials-out` recorded (bench/models_vs_ort.py --tune
+candidates `tessel tune --trials-out` recorded (bench/models_vs_peers.py --tune
 --trials-out PREFIX writes one file per model).
 
 For every kernel with more than k correct (not discarded) measured

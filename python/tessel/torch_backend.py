@@ -322,7 +322,10 @@ class _Converter:
         elif e in self.dims:
             src, axis = self.dims[e]
             h = self.op("Shape", [src], {"start": axis, "end": axis + 1})
-        elif e in self.sym_inputs:
+        elif e in self.sym_inputs and not all(x in self.dims for x in e.free_symbols):
+            # a size passed in as a number only where the inputs' shapes cannot give it:
+            # computed from shapes, it keeps every size known to shape inference (the
+            # CUDA target needs that; a number's value is only known at run time)
             h = self.sym_inputs[e]()
         elif isinstance(e, sympy.Add):
             parts = [self.expr(a) for a in e.args]

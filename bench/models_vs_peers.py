@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Whole-model latency: tessel (--target cpu) against ONNX Runtime, both with
-the same thread count, on the same inputs, measured in the same run.
+"""Whole-model latency: tessel (--target cpu) against ONNX Runtime and
+OpenVINO, all with the same thread count, on the same inputs, measured in the
+same run.
 
 For each materialized model (tools/compare_models.py materializes them into
 build/models), with batch 1 (or --batch) and seq 128 for text models:
@@ -8,7 +9,13 @@ build/models), with batch 1 (or --batch) and seq 128 for text models:
           (median of N timed runs after W warm-ups; compile time reported apart)
   ORT:    InferenceSession with intra_op_num_threads=T, inter_op 1, all graph
           optimizations, same inputs; median of N runs after W warm-ups.
-Prints one row per model and the geometric mean of tessel/ORT.
+  OpenVINO: the CPU plugin on the model reshaped to the inputs' frozen shapes,
+          INFERENCE_PRECISION_HINT=f32, PERFORMANCE_HINT=LATENCY,
+          INFERENCE_NUM_THREADS=T; one infer request, median of N after W.
+Prints one row per model and the geometric means of tessel over each peer and
+over the faster peer of each model. OpenVINO is not a dependency of tessel:
+bench/peers_env.sh makes a virtual environment with it (build/peersenv);
+--peers ort times ONNX Runtime alone.
 
 With --tuning-db DB, tessel is timed twice, with its default schedules and
 with the tuned ones of DB (`tessel bench --tuning-db`), in alternating
@@ -17,8 +24,9 @@ the machine hits both alike; the rows add tuned/default and tuned/ORT.
 With --tune BUDGET as well, `tessel tune` first searches each model on the
 same inputs for at most BUDGET (e.g. 10m) and records into DB.
 
-  python3 bench/models_vs_ort.py --tessel build/bin/tessel [--threads 2] [--models a,b] [--json-out F]
-  python3 bench/models_vs_ort.py --tuning-db /tmp/t.db --tune 10m      # tune, then default vs tuned vs ORT
+  bench/peers_env.sh && build/peersenv/bin/python bench/models_vs_peers.py --tessel build/bin/tessel \
+      [--threads 2] [--models a,b] [--json-out F]
+  python3 bench/models_vs_peers.py --peers ort --tuning-db /tmp/t.db --tune 10m  # tune; default vs tuned vs ORT
 """
 import argparse
 import json
@@ -50,6 +58,28 @@ def ort_median_ms(model_path, feeds, threads, warmup, iters):
         sess.run(None, feeds)
         times.append((time.perf_counter() - t0) * 1e3)
     return statistics.median(times)
+
+
+def openvino_median_ms(model_path, feeds, threads, warmup, iters):
+    import openvino as ov
+
+    core = ov.Core()
+    model = core.read_model(model_path)
+    model.reshape({name: list(a.shape) for name, a in feeds.items()})  # the frozen shapes of this run
+    compiled = core.compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32", "PERFORMANCE_HINT": "LATENCY",
+                                                 "INFERENCE_NUM_THREADS": threads})
+    req = compiled.create_infer_request()
+    for _ in range(warmup):
+        req.infer(feeds)
+    times = []
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        req.infer(feeds)
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+PEERS = {"ort": ("ONNX Runtime", "onnxruntime", ort_median_ms), "openvino": ("OpenVINO", "openvino", openvino_median_ms)}
 
 
 def failure(p):
@@ -113,9 +143,19 @@ def main():
     p.add_argument("--tune-trials", type=int, default=64, help="with --tune: candidates per kernel at most")
     p.add_argument("--trials-out", help="with --tune: write each model's measured candidates to PREFIX.MODEL.jsonl")
     p.add_argument("--rounds", type=int, default=3, help="alternating default/tuned rounds (with --tuning-db)")
+    p.add_argument("--peers", default="ort,openvino", help="comma-separated: ort, openvino")
     args = p.parse_args()
     if args.tune and not args.tuning_db:
         p.error("--tune needs --tuning-db")
+    peers = [x for x in args.peers.split(",") if x]
+    for peer in peers:
+        if peer not in PEERS:
+            p.error(f"unknown peer {peer!r} (peers: {', '.join(PEERS)})")
+        try:
+            __import__(PEERS[peer][1])
+        except ImportError:
+            p.error(f"{PEERS[peer][0]} is not installed in this Python: run bench/peers_env.sh and use "
+                    f"build/peersenv/bin/python, or leave it out with --peers")
 
     import numpy as np
 
@@ -123,7 +163,8 @@ def main():
     if args.models:
         stems = [s for s in stems if s in set(args.models.split(","))]
     os.makedirs(args.out, exist_ok=True)
-    print(f"tessel vs ONNX Runtime {__import__('onnxruntime').__version__}: {args.threads} threads, batch "
+    versions = ", ".join(f"{PEERS[x][0]} {__import__(PEERS[x][1]).__version__}" for x in peers)
+    print(f"tessel vs {versions}: {args.threads} threads, batch "
           f"{args.batch}, seq {args.seq}, median of {args.iters} after {args.warmup} warm-ups", flush=True)
     rows = []
     for stem in stems:
@@ -151,12 +192,23 @@ def main():
                 row.update(tessel_ms=t["median_ms"], compile_s=t["compile_s"])
         except (RuntimeError, subprocess.TimeoutExpired) as e:
             row["error"] = str(e)
-        row["ort_ms"] = ort_median_ms(model, feeds, args.threads, args.warmup, args.iters)
-        if "tessel_ms" in row:
-            row["ratio"] = row["tessel_ms"] / row["ort_ms"]
-            line = (f"{stem:<20} tessel {row['tessel_ms']:9.2f} ms  ort {row['ort_ms']:9.2f} ms  "
-                    f"ratio {row['ratio']:6.2f}")
-            if "tuned_ms" in row:
+        for peer in peers:
+            try:
+                row[f"{peer}_ms"] = PEERS[peer][2](model, feeds, args.threads, args.warmup, args.iters)
+            except Exception as e:  # noqa: BLE001 - a peer that cannot run the model is reported, not fatal
+                row[f"{peer}_error"] = f"{type(e).__name__}: {e}"[:300]
+                print(f"{stem:<20} {PEERS[peer][0]} FAILED: {row[f'{peer}_error']}", flush=True)
+        times = {x: row[f"{x}_ms"] for x in peers if f"{x}_ms" in row}
+        if "tessel_ms" in row and times:
+            for x, ms in times.items():
+                row[f"ratio_{x}"] = row["tessel_ms"] / ms
+            row["ratio_best_peer"] = row["tessel_ms"] / min(times.values())
+            if "ort_ms" in row:
+                row["ratio"] = row["ratio_ort"]  # the name earlier runs' JSON used
+            line = f"{stem:<20} tessel {row['tessel_ms']:9.2f} ms"
+            for x, ms in times.items():
+                line += f"  {x} {ms:9.2f} ms (ratio {row[f'ratio_{x}']:5.2f})"
+            if "tuned_ms" in row and "ort_ms" in row:
                 row["tuned_ratio"] = row["tuned_ms"] / row["ort_ms"]
                 row["tuned_vs_default"] = row["tuned_ms"] / row["tessel_ms"]
                 line += (f"  tuned {row['tuned_ms']:9.2f} ms  tuned/default {row['tuned_vs_default']:5.3f}"
@@ -165,14 +217,15 @@ def main():
                 line += f"  (tune {row['tune_s']:.0f} s, {row['tune_improved']}/{row['tune_kernels']} kernels)"
             print(line + f"  (compile {row['compile_s']:.1f} s)", flush=True)
         else:
-            print(f"{stem:<20} tessel FAILED ({row['error'][:200]})  ort {row['ort_ms']:9.2f} ms", flush=True)
+            print(f"{stem:<20} tessel FAILED ({row.get('error', 'no peer ran')[:200]})", flush=True)
         rows.append(row)
     def geomean(key):
         vals = [r[key] for r in rows if key in r]
         return (math.exp(sum(math.log(v) for v in vals) / len(vals)), len(vals)) if vals else (None, 0)
 
-    ratios = [r["ratio"] for r in rows if "ratio" in r]
-    for key, what in [("ratio", "tessel/ORT"), ("tuned_ratio", "tuned tessel/ORT"),
+    ratios = [r["ratio_best_peer"] for r in rows if "ratio_best_peer" in r]
+    for key, what in [("ratio_ort", "tessel/ORT"), ("ratio_openvino", "tessel/OpenVINO"),
+                      ("ratio_best_peer", "tessel/(the faster peer)"), ("tuned_ratio", "tuned tessel/ORT"),
                       ("tuned_vs_default", "tuned/default tessel")]:
         geo, n = geomean(key)
         if n:
