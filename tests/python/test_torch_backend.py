@@ -183,6 +183,26 @@ def test_dynamic_batch_and_length_of_a_transformer_compile_once():
     assert s["fallback_ops"] == {}, s["fallback_reasons"]
 
 
+def test_sizes_known_from_input_shapes_are_computed_not_passed():
+    """A size the inputs' shapes give (BERT's batch*seq for its reshapes) is computed in
+    the graph: passed in as a number, its value would be known only at run time, and
+    shape inference (which the CUDA target needs) could not size the tensors after it."""
+    m, _, _ = model("bert")
+    before = set(map(id, tb._PARTS))
+    c = torch.compile(m, backend="tessel", options=THREADS)
+    with torch.no_grad():
+        for b in (2, 3):
+            ids, mask = tokens(b, 16)
+            torch._dynamo.mark_dynamic(ids, 0)
+            torch._dynamo.mark_dynamic(mask, 0)
+            close(first(c(ids, attention_mask=mask)), first(m(ids, attention_mask=mask)))
+    parts = [p for p in tb._PARTS if id(p) not in before and p.native is not None]
+    assert parts
+    for p in parts:
+        assert all(kind == "tensor" for _, kind in p.plan), p.plan
+        assert all(isinstance(d, int) or not d.startswith("unk") for v in p.exe.outputs for d in v.shape)
+
+
 def test_automatic_dynamic_recompiles_once_then_never():
     m, _, _ = model("gpt2")
     c = torch.compile(m, backend="tessel", options=THREADS)
