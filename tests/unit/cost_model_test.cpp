@@ -4,6 +4,8 @@
 // interaction of two knobs), and the search space keeps to legal schedules.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -122,6 +124,26 @@ TEST(CostModel, SpaceHoldsOnlyLegalSchedules) {
   EXPECT_GT(in_place, 0u);
   // Neighbours differ in one or two knob values and come from the space.
   for (const Schedule& n : neighbours(def, space)) EXPECT_NE(std::find(space.begin(), space.end(), n), space.end());
+}
+
+// A GEMV (M = 1) has tiles one row tall in its space, each within the
+// register file (before, every tile was taller than the product and the space
+// held only the default).
+TEST(CostModel, SpaceOfAGemvHasTilesOfItsHeight) {
+  const CpuInfo cpu = avx512();
+  KernelFacts f = bert_ffn();
+  f.m = 1;
+  const Schedule def = gemm(1, 64, 16, 1, 64, 512, "tiles", 1, 0);
+  const std::vector<Schedule> space = search_space(def, f, cpu);
+  std::set<int64_t> widths;
+  for (const Schedule& s : space) {
+    const Primitive* t = s.find("gemm.tile");
+    ASSERT_TRUE(t);
+    EXPECT_EQ(t->int_attr("mr", 0), 1) << print_schedule(s);
+    widths.insert(t->int_attr("nr", 0));
+  }
+  EXPECT_GE(widths.size(), 3u);  // 16, 32, 48, 64 columns (and the 8-lane ones)
+  EXPECT_GT(space.size(), 10u);
 }
 
 }  // namespace

@@ -175,6 +175,26 @@ TEST(ScheduleGemm, DefaultScheduleFitsRegistersAndCaches) {
   }
 }
 
+// A product of fewer rows than the tallest tile gets a tile of exactly its
+// rows, and the freed registers go to B vectors (4 for a wide N, fewer for a
+// narrow one), still within the register file.
+TEST(ScheduleGemm, FewRowsGetATileOfTheirHeight) {
+  const CpuInfo cpu = cpu_info_from_features("+avx,+avx2,+avx512f,+fma");
+  for (int64_t m = 1; m < 8; ++m) {
+    SCOPED_TRACE("M = " + std::to_string(m));
+    const GemmSchedule wide = default_gemm_schedule(cpu, m, 4096, 4096, true);
+    EXPECT_EQ(wide.mr, m);
+    const int vectors = wide.nr / wide.vector_lanes;
+    EXPECT_TRUE(vectors == 2 || vectors == 4) << wide.nr;
+    EXPECT_LE(wide.mr * vectors + vectors + 1, cpu.vector_registers);
+  }
+  EXPECT_EQ(default_gemm_schedule(cpu, 1, 4096, 4096, true).nr, 64);
+  EXPECT_EQ(default_gemm_schedule(cpu, 1, 16, 4096, true).nr, 16);  // no wider than N needs
+  EXPECT_EQ(default_gemm_schedule(cpu, 1, 20, 4096, true).nr, 32);
+  EXPECT_EQ(default_gemm_schedule(cpu, 8, 4096, 4096, true).mr, 8);  // a whole tile: as before
+  EXPECT_EQ(default_gemm_schedule(cpu, -1, 4096, 4096, true).mr, 8);  // M unknown: as before
+}
+
 TEST(ScheduleGemm, RejectsInconsistentSchedules) {
   GemmSchedule s = tiny_schedule(Par::MBlocks);
   s.mc = 7;
@@ -322,7 +342,9 @@ std::vector<Case> compiled_cases() {
           {17, 33, 29},       {64, 64, 64},    {100, 300, 70},   {257, 129, 513},
           {37, 45, 300, true, false},          {37, 45, 300, false, true},
           {61, 70, 90, true, true, true},      {100, 300, 70, false, false, true},
-          {123, 50, 600, false, false, false, true}};
+          {123, 50, 600, false, false, false, true},
+          // fewer rows than a tile (GEMV-like: the default tile takes exactly M rows)
+          {1, 1000, 300},     {3, 37, 64, false, true},            {5, 16, 33, false, false, true}};
 }
 
 TEST(ScheduleGemm, CompiledMatchesReference) {

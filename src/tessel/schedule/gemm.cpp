@@ -312,6 +312,19 @@ GemmSchedule default_gemm_schedule(const CpuInfo& cpu, int64_t M_hint, int64_t N
   s.vector_lanes = lanes;
   s.nr = vectors * lanes;
   s.mr = std::clamp((cpu.vector_registers - vectors - 1) / vectors, 1, 8);
+  if (M_hint >= 1 && M_hint < s.mr) {
+    // Fewer rows than the tile (a GEMV, M = 1, or a few rows): a taller tile
+    // would multiply zero rows. The registers they free go to more B vectors
+    // per row, up to 4 (64 columns, the prepacked panels' padding): a product
+    // this flat streams B once, so its speed is that stream's.
+    // 1, 2 or 4 vectors (nc, a power of two, stays a multiple of nr), no
+    // wider than N needs.
+    s.mr = static_cast<int>(M_hint);
+    const int fit = (cpu.vector_registers - 1) / (s.mr + 1);  // mr * v accumulators + v B vectors + a broadcast
+    int v = fit >= 4 ? 4 : 2;  // fit >= 2: mr is below the tallest tile of two vectors
+    while (v > 1 && N_hint >= 0 && int64_t{v / 2} * lanes >= N_hint) v /= 2;
+    s.nr = v * lanes;
+  }
   // Half of L1 for one B micro-panel (the rest for the A panel and C tile).
   const int64_t kc_cap = std::clamp<int64_t>(fit_blocks(cpu.l1d_bytes / 2, s.nr * 4, 8), 16, 512);
   s.kc = static_cast<int>(balanced_block(K_hint, kc_cap, 1, 1));

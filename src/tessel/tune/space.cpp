@@ -31,6 +31,10 @@ std::vector<Tile> register_tiles(const CpuInfo& cpu, int64_t m) {
         if (m > 0 && mr > round_up(m, 2) && mr != 1) continue;  // taller than the product
         tiles.push_back({mr, nr, lanes});
       }
+      // A product of fewer rows than any tile above (a GEMV): one tile of
+      // exactly its rows per B width; it streams B, so the accumulator count
+      // that hides the FMA latency does not bound it.
+      if (m > 0 && m < 8 && m * vecs + vecs + 1 <= cpu.vector_registers) tiles.push_back({static_cast<int>(m), nr, lanes});
     }
   }
   std::sort(tiles.begin(), tiles.end(), [](const Tile& a, const Tile& b) {
