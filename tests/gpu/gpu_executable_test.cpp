@@ -194,8 +194,11 @@ void expect_device_run_matches(const Model& m, const GpuExecutable& exe, const s
   }
   const std::vector<uint64_t> got_addresses = exe.bound_addresses();
   ASSERT_EQ(got_addresses.size(), want_addresses.size());
-  for (size_t i = 0; i < want_addresses.size(); ++i)
-    if (want_addresses[i]) EXPECT_EQ(got_addresses[i], want_addresses[i]) << "address " << i;
+  for (size_t i = 0; i < want_addresses.size(); ++i) {
+    if (want_addresses[i]) {
+      EXPECT_EQ(got_addresses[i], want_addresses[i]) << "address " << i;
+    }
+  }
   const std::vector<RtValue> got = c.outputs();
   exe.synchronize();
   const std::vector<RtValue> want = Interpreter().run(*m.graph, in);

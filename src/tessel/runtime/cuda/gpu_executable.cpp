@@ -265,6 +265,12 @@ void GpuExecutable::flush_bindings(Instance& in) const {
 void GpuExecutable::settle_device_runs() const {
   if (!device_done_) return;
   stream_->wait(*device_done_);
+  report_device_errors();
+}
+
+// The failed Assert of the last device run, if its error words are unread
+// (waits for that run).
+void GpuExecutable::report_device_errors() const {
   if (!unchecked_) return;
   const Instance* in = unchecked_;
   unchecked_ = nullptr;
@@ -309,7 +315,7 @@ void GpuExecutable::run_device(const std::vector<DeviceTensorRef>& inputs, const
   TS_CHECK(outputs.size() == g.outputs.size(), "the model has ", g.outputs.size(), " outputs, got ",
            outputs.size(), " buffers for them");
   const cuda::Stream s(stream);
-  settle_device_runs();  // its errors; and its stream's work, when that is another stream
+  report_device_errors();  // of the last device run; and its stream's work, when that is another stream:
   if (device_done_ && device_stream_ != stream) s.wait(*device_done_);
   Instance& in = instance(bind_refs(inputs));
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -355,7 +361,7 @@ void GpuExecutable::run_device(const std::vector<DeviceTensorRef>& inputs, const
 void GpuExecutable::synchronize() const {
   std::lock_guard<std::mutex> lock(mu_);
   if (device_done_) device_done_->synchronize();
-  settle_device_runs();
+  report_device_errors();
 }
 
 std::vector<uint64_t> GpuExecutable::bound_addresses() const {

@@ -136,6 +136,7 @@ class GpuExecutable {
   void bind(Instance& in, const Value* v, uint64_t ptr) const;
   void flush_bindings(Instance& in) const;
   void settle_device_runs() const;
+  void report_device_errors() const;
   void upload_inputs(const Instance& in, const std::vector<RtValue>& inputs) const;
   void launch_all(const Instance& in, const cuda::Stream& s) const;
   void launch_step(const Instance& in, size_t i, const cuda::Stream& s) const;
@@ -161,7 +162,6 @@ class GpuExecutable {
   // instance while its error words are unread.
   mutable std::unique_ptr<cuda::Event> device_done_;
   mutable void* device_stream_ = nullptr;
-  mutable bool device_pending_ = false;
   mutable Instance* unchecked_ = nullptr;
   mutable const Instance* last_ = nullptr;
 };
