@@ -25,9 +25,20 @@ PY="${PYTHON:-python3}"
 if [ -n "$fresh" ] || [ ! -x "$venv/bin/python" ]; then
   "$PY" -m venv $fresh "$venv"
 fi
-"$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$here/python/requirements.txt" $torch
+# No wheel cache: torch's stack is ~4 GB of wheels that a cache would keep a
+# second copy of (CI's disk has run out at this step); what is installed is
+# what is needed.
+pip=("$venv/bin/python" -m pip install -q --disable-pip-version-check --no-cache-dir)
+if [ -n "$torch" ] && ! "$venv/bin/python" -c "import torch, torchvision, transformers" 2>/dev/null; then
+  need_gb=8
+  avail_gb=$(( $(df -Pk "$venv" | awk 'NR == 2 {print $4}') / 1048576 ))
+  if (( avail_gb < need_gb )); then
+    echo "python_env: warning: PyTorch with its CUDA libraries takes about $need_gb GB under $venv; $avail_gb GB are free" >&2
+  fi
+fi
+"${pip[@]}" -r "$here/python/requirements.txt" $torch
 if [ -n "$install" ]; then
   # No build isolation: the build backend and nanobind of this environment
   # configured build/ (scripts/build.sh), so nothing is rebuilt.
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-build-isolation --force-reinstall --no-deps "$here"
+  "${pip[@]}" --no-build-isolation --force-reinstall --no-deps "$here"
 fi

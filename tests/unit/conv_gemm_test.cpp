@@ -154,26 +154,13 @@ TEST(ConvGemm, RollAfterConvReadsTheStoredOutput) {
 // no division or remainder per element.
 TEST(ConvGemm, PointwisePackingHasNoIndexArithmetic) {
   auto m = build({{1, 16, 10, 10}, {32, 16, 1, 1}, {}});
-  PassOptions o;
-  run_pipeline(*m, o);
-  FusionPlan p = plan_fusion(*m->graph, OpRegistry::global());
-  ASSERT_EQ(p.groups.size(), 1u);
-  LoweredGroup lg = lower_group(p.groups[0], OpRegistry::global());
+  const LoweredGroup lg = testing::lower_single_group(*m);
   ASSERT_EQ(lg.schedule, "conv_gemm");
-  size_t packs = 0;
-  loop::visit_stmt(
-      lg.kernel.body,
-      [&](const loop::Stmt& s) {
-        if (s->kind != loop::StmtKind::Store || s->buffer->name.find("pack") == std::string::npos) return;
-        ++packs;
-        for (const loop::Expr& e : loop::stmt_exprs(s))
-          loop::visit_expr(e, [&](const loop::Expr& x) {
-            const bool divmod = x->kind == loop::ExprKind::Binary &&
-                                (x->binary == loop::BinaryOp::FloorDiv || x->binary == loop::BinaryOp::FloorMod);
-            EXPECT_FALSE(divmod) << "in the store to " << s->buffer->name;
-          });
-      },
-      [](const loop::Expr&) {});
+  const size_t packs = testing::for_each_store_expr(lg.kernel.body, "pack", [](const loop::Expr& x) {
+    const bool divmod = x->kind == loop::ExprKind::Binary &&
+                        (x->binary == loop::BinaryOp::FloorDiv || x->binary == loop::BinaryOp::FloorMod);
+    EXPECT_FALSE(divmod);
+  });
   EXPECT_GT(packs, 0u);
 }
 

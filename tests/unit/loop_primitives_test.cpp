@@ -23,6 +23,8 @@ namespace tessel {
 namespace {
 
 using loop::Kernel;
+using loop::testing::random_buffers;
+using loop::testing::run;
 
 Kernel kernel(const std::string& text) { return loop::parse_kernel(text); }
 
@@ -50,44 +52,6 @@ ScheduleLimits gpu() {
   ScheduleLimits l;
   l.gpu = true;
   return l;
-}
-
-// Random bytes for every param (inputs and outputs alike, since kernels may
-// read what they update), the same for a given seed.
-std::vector<std::vector<uint8_t>> random_buffers(const Kernel& k, const std::map<std::string, int64_t>& syms,
-                                                 uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<std::vector<uint8_t>> out;
-  for (const loop::BufferRef& b : k.params) {
-    int64_t n = 1;
-    for (const loop::Expr& d : b->shape) n *= std::max<int64_t>(0, loop::eval_index(d, syms));
-    std::vector<uint8_t> bytes(static_cast<size_t>(n * dtype_storage_size(b->dtype)));
-    for (int64_t i = 0; i < n; ++i) {
-      uint8_t* at = bytes.data() + i * dtype_storage_size(b->dtype);
-      if (b->dtype == DType::F32) {
-        const float v = std::normal_distribution<float>()(rng);
-        std::memcpy(at, &v, sizeof v);
-      } else if (b->dtype == DType::I32) {
-        const int32_t v = std::uniform_int_distribution<int32_t>(-50, 50)(rng);
-        std::memcpy(at, &v, sizeof v);
-      } else {
-        ADD_FAILURE() << "random_buffers: add " << dtype_name(b->dtype);
-      }
-    }
-    out.push_back(std::move(bytes));
-  }
-  return out;
-}
-
-std::vector<std::vector<uint8_t>> run(const Kernel& k, const std::map<std::string, int64_t>& syms, uint32_t seed,
-                                      int64_t begin = 0, int64_t end = INT64_MAX) {
-  std::vector<std::vector<uint8_t>> bufs = random_buffers(k, syms, seed);
-  std::vector<void*> ptrs;
-  for (auto& b : bufs) ptrs.push_back(b.data());
-  std::vector<int64_t> sym_values;
-  for (const std::string& s : k.syms) sym_values.push_back(syms.at(s));
-  EXPECT_EQ(loop::run_kernel_range(k, ptrs, sym_values, begin, end), 0);
-  return bufs;
 }
 
 // The scheduled kernel computes exactly what the original does.

@@ -14,6 +14,7 @@
 #include "tessel/driver/compiler.h"
 #include "tessel/loop/eval.h"
 #include "tessel/loop/verifier.h"
+#include "tessel/loop/visit.h"
 #include "tessel/lower/lower_group.h"
 #include "tessel/passes/fusion.h"
 #include "tessel/passes/pass_manager.h"
@@ -125,6 +126,31 @@ inline EvalRun expect_lowered_matches(Model& m, const std::map<std::string, int6
     EXPECT_EQ(msg, "") << "output " << i;
   }
   return got;
+}
+
+// Runs the pipeline on a model that fuses into one group and lowers it.
+inline LoweredGroup lower_single_group(Model& m) {
+  PassOptions o;
+  run_pipeline(m, o);
+  const FusionPlan p = plan_fusion(*m.graph, OpRegistry::global());
+  TS_CHECK(p.groups.size() == 1, "lower_single_group: ", p.groups.size(), " groups");
+  return lower_group(p.groups[0], OpRegistry::global());
+}
+
+// Calls `f` on every expression node of the stores into buffers whose name
+// holds `part` ("pack": the GEMM's packed panels); returns how many stores.
+inline size_t for_each_store_expr(const loop::Stmt& body, const std::string& part,
+                                  const std::function<void(const loop::Expr&)>& f) {
+  size_t stores = 0;
+  loop::visit_stmt(
+      body,
+      [&](const loop::Stmt& s) {
+        if (s->kind != loop::StmtKind::Store || s->buffer->name.find(part) == std::string::npos) return;
+        ++stores;
+        for (const loop::Expr& e : loop::stmt_exprs(s)) loop::visit_expr(e, f);
+      },
+      [](const loop::Expr&) {});
+  return stores;
 }
 
 }  // namespace tessel::testing

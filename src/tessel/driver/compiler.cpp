@@ -8,6 +8,7 @@
 #include <set>
 
 #include "tessel/loop/math_expand.h"
+#include "tessel/loop/split_borders.h"
 #include "tessel/loop/printer.h"
 #include "tessel/loop/simplify.h"
 #include "tessel/loop/verifier.h"
@@ -128,9 +129,12 @@ NestSchedule host_schedule(const FusionGroup& g) {
   return s;
 }
 
-// Expanded, simplified and verified: a kernel codegen can take.
+// Expanded, simplified and verified: a kernel codegen can take. Nest
+// kernels (elementwise, movement, pooling) get their window borders split
+// off, so that LLVM vectorizes their interiors.
 void make_ready(const FusionGroup& g, LoweredGroup& lg) {
   lg.kernel = loop::simplify(loop::expand_math(lg.kernel));
+  if (lg.schedule == "nest") lg.kernel = loop::split_borders(lg.kernel);
   std::string why;
   if (!codegen_ready(lg.kernel, &why)) throw LoweringUnsupported(str_cat(g.root->describe(), ": ", why));
   loop::verify(lg.kernel);

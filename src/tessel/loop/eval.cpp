@@ -124,8 +124,11 @@ class Compiler {
     fail("loop IR eval: variable '", name, "' is not in scope");
   }
 
+  // The latest entry: a body copied beside the original (a peeled tail, a
+  // split border) allocates the same buffer again, and the earlier entry's
+  // scope has ended.
   int buffer_index(const BufferRef& b) const {
-    for (size_t i = 0; i < buffers.size(); ++i) {
+    for (size_t i = buffers.size(); i-- > 0;) {
       const bool is_param = buffers[i]->scope == BufferScope::Param;
       const bool visible_alloc = std::find(visible.begin(), visible.end(), buffers[i]) != visible.end();
       if (buffers[i] == b && (is_param || visible_alloc)) return static_cast<int>(i);

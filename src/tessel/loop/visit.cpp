@@ -197,4 +197,21 @@ bool mentions_var(const Expr& e, const std::string& name) {
   return found;
 }
 
+std::string fresh_name(const std::string& base, std::set<std::string>* taken) {
+  std::string n = base;
+  for (int i = 1; taken->count(n); ++i) n = base + std::to_string(i);
+  taken->insert(n);
+  return n;
+}
+
+Stmt rename_bound(const Stmt& s, const std::string& suffix, std::set<std::string>* taken) {
+  if (s->kind != StmtKind::For && s->kind != StmtKind::Let)
+    return map_stmt(s, [](const Expr& e) { return e; }, [&](const Stmt& c) { return rename_bound(c, suffix, taken); });
+  const bool is_for = s->kind == StmtKind::For;
+  const std::string n = fresh_name(s->var + suffix, taken);
+  const Expr v = var(n, is_for ? DType::I64 : s->value.dtype());
+  const Stmt body = rename_bound(substitute(s->body[0], {{s->var, v}}), suffix, taken);
+  return is_for ? for_loop(n, s->min, s->extent, s->for_kind, body) : let(n, s->value, body);
+}
+
 }  // namespace tessel::loop

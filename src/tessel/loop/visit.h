@@ -68,4 +68,11 @@ std::vector<Expr> stmt_exprs(const Stmt& s);
 std::set<std::string> names_in(const Stmt& s);
 bool mentions_var(const Expr& e, const std::string& name);
 
+// `base`, or `base` with a number appended, not in `taken`; added to it.
+std::string fresh_name(const std::string& base, std::set<std::string>* taken);
+// `s` with every loop and let it binds renamed to a fresh `<name><suffix>`
+// (a copy of a loop body beside the original: loop variables are unique in
+// a kernel).
+Stmt rename_bound(const Stmt& s, const std::string& suffix, std::set<std::string>* taken);
+
 }  // namespace tessel::loop

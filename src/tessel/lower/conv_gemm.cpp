@@ -51,18 +51,44 @@ Idx digits(const Expr& p, const Idx& dims) {
   return r;
 }
 
-// acc * extent + i, where (A + y floordiv c) * c + y floormod c => A * c + y
-// (and (y floordiv c) * c + y floormod c => y): digits fold back. A dim of
-// 1 is indexed by 0 and leaves acc as it is.
+// The addends of a sum (nested Adds flattened), in order.
+void collect_addends(const Expr& e, std::vector<Expr>* out) {
+  if (is_binary(e, BinaryOp::Add)) {
+    collect_addends(e->args[0], out);
+    collect_addends(e->args[1], out);
+  } else {
+    out->push_back(e);
+  }
+}
+
+// The sum of `terms` without terms[skip]; undefined when nothing is left.
+Expr sum_except(const std::vector<Expr>& terms, size_t skip) {
+  Expr sum;
+  for (size_t t = 0; t < terms.size(); ++t)
+    if (t != skip) sum = sum.defined() ? sum + terms[t] : terms[t];
+  return sum;
+}
+
+// acc * extent + i, where a quotient and remainder of one y fold back:
+// (A + y floordiv c) * c + (B + y floormod c) => A * c + y + B (A and B
+// possibly absent), so that digits of a position fold into the position. A
+// dim of 1 is indexed by 0 and leaves acc as it is.
 Expr horner_step(const Expr& acc, const Expr& i, const Expr& extent) {
   if (loop::is_const(extent, 1) && loop::is_const(i, 0)) return acc;
-  if (is_binary(i, BinaryOp::FloorMod) && loop::equal(i->args[1], extent)) {
-    const Expr& y = i->args[0];
-    const auto is_quotient = [&](const Expr& q) {
-      return is_binary(q, BinaryOp::FloorDiv) && loop::equal(q->args[0], y) && loop::equal(q->args[1], extent);
-    };
-    if (is_quotient(acc)) return y;
-    if (is_binary(acc, BinaryOp::Add) && is_quotient(acc->args[1])) return acc->args[0] * extent + y;
+  std::vector<Expr> outer, inner;
+  collect_addends(acc, &outer);
+  collect_addends(i, &inner);
+  for (size_t t = 0; t < inner.size(); ++t) {
+    if (!is_binary(inner[t], BinaryOp::FloorMod) || !loop::equal(inner[t]->args[1], extent)) continue;
+    const Expr& y = inner[t]->args[0];
+    for (size_t u = 0; u < outer.size(); ++u) {
+      const Expr& q = outer[u];
+      if (!is_binary(q, BinaryOp::FloorDiv) || !loop::equal(q->args[0], y) || !loop::equal(q->args[1], extent))
+        continue;
+      const Expr a = sum_except(outer, u), b = sum_except(inner, t);
+      Expr r = a.defined() ? a * extent + y : y;
+      return b.defined() ? r + b : r;
+    }
   }
   return acc * extent + i;
 }
@@ -165,6 +191,22 @@ bool GroupLowerer::probe_conv(const Node& c, const Idx& index) {
   return gemm_.a.defined();
 }
 
+// The input's width when `c` is an unpadded stride-1 2-D convolution over
+// an input of constant shape whose kernel is wider than 1, else 0: such a
+// convolution runs on the grid of (output row, input column) positions.
+int64_t shifted_row_width(const Node& c, size_t rank) {
+  const Value* x = c.input(0);
+  if (rank != 4 || !x || !x->type.has_shape() || x->type.shape->size() != 4) return 0;
+  const Dim& w = (*x->type.shape)[3];
+  const Value* wt = c.input(1);
+  if (!w.is_const() || !wt || !wt->type.has_shape() || wt->type.shape->size() != 4) return 0;
+  const Dim& kw = (*wt->type.shape)[3];
+  if (!kw.is_const() || kw.value() == 1 || c.attr_string("auto_pad", "NOTSET") != "NOTSET") return 0;
+  if (c.attr_ints("strides", {1, 1}) != std::vector<int64_t>{1, 1}) return 0;
+  if (c.attr_ints("pads", {0, 0, 0, 0}) != std::vector<int64_t>{0, 0, 0, 0}) return 0;
+  return w.value();
+}
+
 std::optional<LoweredGroup> GroupLowerer::lower_conv(const Node& c) {
   const Value* out = group_.root->outputs.at(group_.root_output);
   const Value* cout = c.outputs.at(0);
@@ -181,10 +223,36 @@ std::optional<LoweredGroup> GroupLowerer::lower_conv(const Node& c) {
   const Idx shape = shape_of(out);
   const Idx spatial(shape.begin() + 2, shape.end());
   const Expr n = loop::var("gb0"), oc = loop::var("gi0"), gj = loop::var("gj");
+  // Shifted rows: an unpadded stride-1 convolution (pad_conv_inputs.cpp)
+  // whose output is `width - ow_count` columns narrower than its input is
+  // computed at the positions j = oh * width + ow of the input's grid, ow <
+  // width; the columns ow >= ow_count read the next row's first elements and
+  // are not stored. Then the tap x[c, oh + kh dh, ow + kw dw] is the flat
+  // element c H W + kh dh W + kw dw + j (the row digits fold, see
+  // horner_step): B's rows are consecutive memory. Everything is first
+  // written over the output's own (oh, ow), simplified where ow < ow_count
+  // (no tap is then in the padding), and only then mapped to the grid.
+  const int64_t width = sched_.gpu_gemm ? 0 : shifted_row_width(c, r);
+  const int64_t ow_count = r == 4 ? dims[3].value() : 0;
+  const bool shifted = width > ow_count;
+  const Expr gh = loop::var("gh"), gw = loop::var("gw");
+  if (shifted) positions = (dims[2].value() - 1) * width + ow_count;
   const auto out_index = [&](const Expr& m, const Expr& p) {
     Idx index{n, m};
+    if (shifted) return Idx{n, m, gh, gw};
     for (const Expr& e : digits(p, spatial)) index.push_back(e);
     return index;
+  };
+  loop::Bounds on_grid;
+  if (shifted) on_grid = {{gh->name, {0, dims[2].value() - 1}}, {gw->name, {0, ow_count - 1}}};
+  // An expression over (gh, gw), simplified there, at grid position p.
+  const auto at_position = [&](const auto& e, const loop::Bounds& bounds, const Expr& p) {
+    using T = std::decay_t<decltype(e)>;
+    if (!shifted) return T(e);
+    loop::Bounds b = bounds;
+    b.insert(on_grid.begin(), on_grid.end());
+    return T(loop::substitute(loop::simplify(e, b),
+                            {{gh->name, loop::floordiv(p, Expr(width))}, {gw->name, loop::floormod(p, Expr(width))}}));
   };
 
   // Probe: capture the weights (A), the input tap (B) and the padding test.
@@ -200,9 +268,11 @@ std::optional<LoweredGroup> GroupLowerer::lower_conv(const Node& c) {
     loop::as_const_int(conv_.extents[d], &e);
     if (conv_.ks[d]->kind == ExprKind::Var) bounds[conv_.ks[d]->name] = {0, e - 1};
   }
-  Expr a = loop::simplify(gemm_.a, bounds), b = loop::simplify(gemm_.b, bounds);
+  Expr a = loop::simplify(at_position(gemm_.a, bounds, gj), bounds);
+  Expr b = loop::simplify(at_position(gemm_.b, bounds, gj), bounds);
   if (loop::mentions_var(a, gj->name)) std::swap(a, b);
-  Expr inside = conv_.inside.defined() ? loop::simplify(conv_.inside, bounds) : loop::bool_imm(true);
+  Expr inside = conv_.inside.defined() ? loop::simplify(at_position(conv_.inside, bounds, gj), bounds)
+                                       : loop::bool_imm(true);
   if (loop::mentions_var(a, gj->name) || loop::mentions_var(b, oc->name) || loop::mentions_var(inside, oc->name))
     return std::nullopt;
   if (!loop::is_const(inside, 1)) b = loop::select(inside, b, loop::float_imm(DType::F32, 0));
@@ -244,7 +314,12 @@ std::optional<LoweredGroup> GroupLowerer::lower_conv(const Node& c) {
     const Expr v = value_at(out, index);
     std::vector<Stmt> stmts = levels_[0].stmts;
     stmts.push_back(loop::store(out_buf, index, v));
-    const Stmt st = loop::simplify(flat.stmt(wrap_allocs(levels_[0].allocs, loop::seq(stmts))), bounds);
+    Stmt st = wrap_allocs(levels_[0].allocs, loop::seq(stmts));
+    if (shifted) {
+      st = at_position(st, bounds, ej);
+      st = loop::if_then(loop::binary(BinaryOp::Lt, loop::floormod(ej, Expr(width)), Expr(ow_count)), st);
+    }
+    st = loop::simplify(flat.stmt(st), bounds);
     return loop::substitute(st, {{ei->name, i}, {ej->name, j}});
   };
 

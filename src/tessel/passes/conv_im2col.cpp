@@ -25,21 +25,12 @@
 // shapes whose output is not a graph output; the rest stay Conv.
 #include <cstring>
 
+#include "tessel/passes/infer_util.h"
 #include "tessel/passes/pass_manager.h"
 
 namespace tessel {
 
 namespace {
-
-bool const_shape(const Value* v, std::vector<int64_t>* out) {
-  if (!v || !v->type.has_shape()) return false;
-  out->clear();
-  for (const Dim& d : *v->type.shape) {
-    if (!d.is_const()) return false;
-    out->push_back(d.value());
-  }
-  return true;
-}
 
 bool low_or_f32(DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; }
 
@@ -64,7 +55,7 @@ std::optional<ConvShape> rewritable(const Graph& g, const Node& n) {
   if (!n.domain.empty() || n.op != "Conv" || n.outputs.size() != 1 || !n.outputs[0]) return std::nullopt;
   ConvShape s;
   const Value *x = n.input(0), *w = n.input(1), *b = n.input(2);
-  if (!const_shape(x, &s.x) || !w || !w->is_constant() || !const_shape(n.outputs[0], &s.y)) return std::nullopt;
+  if (!static_dims_of(x, &s.x) || !w || !w->is_constant() || !static_dims_of(n.outputs[0], &s.y)) return std::nullopt;
   if (s.x.size() != 4 || w->constant->rank() != 4 || n.attr_int("group", 1) != 1) return std::nullopt;
   if (n.attr_string("auto_pad", "NOTSET") != "NOTSET" || (b && !b->is_constant())) return std::nullopt;
   if (!low_or_f32(x->type.dtype) || w->constant->dtype() != x->type.dtype) return std::nullopt;

@@ -117,11 +117,18 @@ FusionPlan plan_fusion(const Graph& g, const OpRegistry& reg, const std::set<con
           feeds_contraction = feeds_contraction || fusion_kind(*consumer, reg) == FusionKind::Contraction ||
                               prologue.count(consumer);
         }
-        if (same && (injective || !feeds_contraction)) {
+        // A Pad in front of a contraction is stored: the operand then reads
+        // whole rows of it (pad_conv_inputs.cpp); fused, its zero test and
+        // clamped indices would be evaluated per element of the packing.
+        const bool stored_pad = feeds_contraction && n->op == "Pad" && n->domain.empty();
+        if (same && !stored_pad && (injective || !feeds_contraction)) {
           group_of[n] = gid;
           if (feeds_contraction) prologue.insert(n);
           continue;
         }
+        // Its own producers may join it only as a prologue (the node that
+        // made its input stays the root of its own kernel).
+        if (stored_pad) prologue.insert(n);
       }
     }
     group_of[n] = roots.size();

@@ -31,4 +31,10 @@ bool has_subgraphs(const Node& n) {
   return false;
 }
 
+bool static_dims_of(const Value* v, std::vector<int64_t>* out) {
+  if (!v || !v->type.has_shape() || !is_static(*v->type.shape)) return false;
+  *out = static_dims(*v->type.shape);
+  return true;
+}
+
 }  // namespace tessel

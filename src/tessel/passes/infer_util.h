@@ -24,4 +24,7 @@ bool is_nondeterministic_op(const Node& n);
 // True when the node holds a graph or graphs attribute.
 bool has_subgraphs(const Node& n);
 
+// The dims of `v` when its shape is known and constant (false otherwise).
+bool static_dims_of(const Value* v, std::vector<int64_t>* out);
+
 }  // namespace tessel

@@ -63,7 +63,7 @@ class Pipeline {
 std::vector<std::string> pipeline_pass_names() {
   return {"bind_dims", "infer_shapes", "fold_constants", "dce", "cse", "infer_shapes", "simplify_algebra",
           "merge_matmuls", "split_to_slices",
-          "lower_precision", "sink_transposes", "conv_im2col", "fuse_attention", "gemm_weight_layout",
+          "lower_precision", "sink_transposes", "conv_im2col", "pad_conv_inputs", "fuse_attention", "gemm_weight_layout",
           "prepack_weights"};
 }
 
@@ -131,6 +131,9 @@ bool run_pipeline(Model& m, const PassOptions& o) {
   // CUDA: convolutions whose implicit GEMM would gather per element read a
   // stored im2col instead (after precision: the weights are final).
   if (o.gpu) p.step("conv_im2col", [&] { return convs_to_im2col(m); });
+  // CPU: stride-1 convolutions read an explicitly padded input, whose rows
+  // their GEMM copies whole (after precision: f32 convolutions only).
+  if (o.cpu) p.step("pad_conv_inputs", [&] { return pad_conv_inputs(m); });
   // Attention written as separate ops -> one Attention node (the flash kernel's).
   if (o.fuse_attention) p.step("fuse_attention", [&] { return fuse_attention(m); });
   // Last: folding would undo it (a Transpose of a constant).

@@ -71,13 +71,6 @@ Expr nonneg(const Expr& e) {
   return b && b->lo >= 0 ? e : loop::simplify(loop::max(e, Expr(0)));
 }
 
-std::string fresh(const std::string& base, std::set<std::string>* taken) {
-  std::string n = base;
-  for (int i = 1; taken->count(n); ++i) n = base + std::to_string(i);
-  taken->insert(n);
-  return n;
-}
-
 // `var` and the names inside `body` whose value depends on it: lets over
 // one, loops whose bounds use one (pre-order sees definitions first).
 std::set<std::string> dependent_names(const std::string& var, const Stmt& body) {
@@ -165,18 +158,6 @@ bool find_loop(const Stmt& s, const std::string& name, std::vector<const StmtNod
 Stmt replace(const Stmt& s, const StmtNode* target, const Stmt& with) {
   if (s.node.get() == target) return with;
   return loop::map_stmt(s, [](const Expr& e) { return e; }, [&](const Stmt& c) { return replace(c, target, with); });
-}
-
-// Renames every loop and let bound in `s` to a fresh `<name>_tail` (a
-// remainder loop copies the body, and loop variables are unique).
-Stmt rename_bound(const Stmt& s, std::set<std::string>* taken) {
-  if (s->kind != StmtKind::For && s->kind != StmtKind::Let)
-    return loop::map_stmt(s, [](const Expr& e) { return e; }, [&](const Stmt& c) { return rename_bound(c, taken); });
-  const bool is_for = s->kind == StmtKind::For;
-  const std::string n = fresh(s->var + "_tail", taken);
-  const Expr v = loop::var(n, is_for ? DType::I64 : s->value.dtype());
-  const Stmt body = rename_bound(loop::substitute(s->body[0], {{s->var, v}}), taken);
-  return is_for ? loop::for_loop(n, s->min, s->extent, s->for_kind, body) : loop::let(n, s->value, body);
 }
 
 // One primitive being applied: the kernel so far and what to call it in errors.
@@ -308,10 +289,10 @@ void split(Ctx& c, const std::string& name, int64_t f, const std::string& outer,
         if (s->kind == StmtKind::Contract || s->kind == StmtKind::Attention)
           c.reject("tail=peel would copy a contract or attention statement; use tail=guard");
       }, [](const Expr&) {});
-      const std::string t = fresh(name + "_tail", &taken);
+      const std::string t = loop::fresh_name(name + "_tail", &taken);
       const Expr start = loop::simplify(l.min + chunks * Expr(f) + loop::var(t));
       const Expr rest = loop::simplify(loop::floormod(nonneg(l.extent), Expr(f)));
-      Stmt rem = rename_bound(loop::substitute(l.body[0], {{l.var, start}}), &taken);
+      Stmt rem = loop::rename_bound(loop::substitute(l.body[0], {{l.var, start}}), "_tail", &taken);
       main = loop::seq({main, loop::for_loop(t, 0, rest, l.for_kind, rem)});
     }
     c.set_loop(&l, main);
