@@ -616,6 +616,47 @@ Kernel fma_kernel() {
   }, false));
 }
 
+// A Pad kernel of ResNet-18 (1x64x56x56 -> 58x58) as lowered, borders split:
+// its first vector of each row selects zero for the left edge lane.
+const char* kPadBorder =
+    "kernel k0_pad(in %in0: f32[1, 64, 56, 56], out %out1: f32[1, 64, 58, 58]) {\n"
+    "  parallel for p0 in [0, 3712) {\n"
+    "    let i1 = floordiv(p0, 58)\n"
+    "    let i2 = floormod(p0, 58)\n"
+    "    for vo1_border in [0, 1) {\n"
+    "      vectorized for vi2_border in [0, 16) {\n"
+    "        out1[0, i1, i2, vo1_border * 16 + vi2_border] = select(i2 + -1 >= 0 & i2 + -1 < 56 & vo1_border * 16 + vi2_border + -1 >= 0, in0[0, i1, max(min(i2 + -1, 55), 0), max(vo1_border * 16 + vi2_border + -1, 0)], 0.0f32)\n"
+    "      }\n"
+    "    }\n"
+    "    for vo1 in [1, 1 + 2) {\n"
+    "      vectorized for vi2 in [0, 16) {\n"
+    "        out1[0, i1, i2, vo1 * 16 + vi2] = select(i2 + -1 >= 0 & i2 + -1 < 56, in0[0, i1, max(min(i2 + -1, 55), 0), vo1 * 16 + vi2 + -1], 0.0f32)\n"
+    "      }\n"
+    "    }\n"
+    "    for i3 in [48, 48 + 9) {\n"
+    "      out1[0, i1, i2, i3] = select(i2 + -1 >= 0 & i2 + -1 < 56, in0[0, i1, max(min(i2 + -1, 55), 0), i3 + -1], 0.0f32)\n"
+    "    }\n"
+    "    for i3_border in [57, 57 + 1) {\n"
+    "      out1[0, i1, i2, i3_border] = select(i2 + -1 >= 0 & i2 + -1 < 56 & i3_border + -1 < 56, in0[0, i1, max(min(i2 + -1, 55), 0), min(i3_border + -1, 55)], 0.0f32)\n"
+    "    }\n"
+    "  }\n"
+    "}\n";
+
+// LLVM builds that lane mask with SSE4a's INSERTQ when the features allow
+// it, which made a Pad kernel 11x slower on a Zen 3 (docs/performance.md):
+// the host features keep SSE4a off (codegen/cpu/target.cpp).
+TEST(CodegenCpu, HostFeaturesLeaveSse4aOff) {
+  EXPECT_EQ(host_cpu_features().find("+sse4a"), std::string::npos) << host_cpu_features();
+  const loop::Kernel k = loop::testing::verified_kernel(kPadBorder);
+  CodegenOptions zen3;
+  zen3.cpu = "znver3";
+  zen3.features = host_cpu_features();
+  const std::string without = emit_asm({k}, zen3);
+  EXPECT_EQ(without.find("insertq"), std::string::npos) << without;
+  zen3.features += ",+sse4a";
+  EXPECT_NE(emit_asm({k}, zen3).find("insertq"), std::string::npos) << "the kernel no longer shows the pattern";
+}
+
 TEST(CodegenCpu, FmaLoopBecomesZmmVfmaddOnAvx512) {
   const std::string text = emit_asm({fma_kernel()}, avx512_options());
   EXPECT_NE(text.find("vfmadd"), std::string::npos);
