@@ -132,6 +132,26 @@ TEST(PassPadConvInputs, ThePadIsNotFusedIntoTheConvolution) {
   EXPECT_EQ(r.schedules.at("conv_gemm"), 2u);
 }
 
+// An unpadded conv whose input a fused producer computes (a Slice of a
+// wider image) keeps the output's own grid: the grid's extra columns would
+// read past the slice through the producer's indices.
+TEST(PassPadConvInputs, AFusedProducerKeepsTheOutputGrid) {
+  TS_REQUIRE_OPS("Conv", "Slice");
+  auto m = std::make_unique<Model>();
+  GraphBuilder b(*m);
+  Value* x = b.input("x", DType::F32, {Dim(1), Dim(4), Dim(9), Dim(13)});
+  Value* s = b.op("Slice", {x, b.constant(Tensor::from_i64({0})), b.constant(Tensor::from_i64({10})),
+                            b.constant(Tensor::from_i64({3}))});
+  b.output(b.op("Conv", {s, b.input("w", DType::F32, {Dim(5), Dim(4), Dim(3), Dim(3)})}));
+  const testing::EvalRun r = testing::expect_lowered_matches(*m);
+  EXPECT_EQ(r.kernels, 1u) << "the Slice is fused into the conv";
+  ASSERT_EQ(r.schedules.count("conv_gemm"), 1u);
+  const LoweredGroup lg = testing::lower_single_group(*m);
+  ASSERT_EQ(lg.schedule, "conv_gemm");
+  // The GEMM's N: the output's 7 x 8 positions, not a grid over the 10 columns (6 x 10 + 8).
+  EXPECT_EQ(lg.gemm_shape.n, 56);
+}
+
 // The unpadded stride-1 3x3 conv packs B with one load per vector at a
 // position-affine address: no division or remainder of the lane variable
 // (before, each element's row and column were divided out of its position).

@@ -232,7 +232,13 @@ std::optional<LoweredGroup> GroupLowerer::lower_conv(const Node& c) {
   // horner_step): B's rows are consecutive memory. Everything is first
   // written over the output's own (oh, ow), simplified where ow < ow_count
   // (no tap is then in the padding), and only then mapped to the grid.
-  const int64_t width = sched_.gpu_gemm ? 0 : shifted_row_width(c, r);
+  // Only over a stored input: its flat reads stay inside it (the last is
+  // element C H W - 1), which a fused producer's own index arithmetic (a
+  // Slice, a Concat) would not promise for the unstored columns.
+  const Node* producer = c.input(0)->producer;
+  const bool stored_input =
+      !producer || std::find(group_.nodes.begin(), group_.nodes.end(), producer) == group_.nodes.end();
+  const int64_t width = sched_.gpu_gemm || !stored_input ? 0 : shifted_row_width(c, r);
   const int64_t ow_count = r == 4 ? dims[3].value() : 0;
   const bool shifted = width > ow_count;
   const Expr gh = loop::var("gh"), gw = loop::var("gw");
