@@ -17,6 +17,8 @@
 // shapes and a pad of at most the kernel's reach (a larger pad adds only
 // bias columns, not worth a copy). The Pad stays its own kernel: fusion does
 // not fold a Pad into a contraction's operand (fusion.cpp).
+#include <utility>
+
 #include "tessel/passes/infer_util.h"
 #include "tessel/passes/pass_manager.h"
 
@@ -50,11 +52,10 @@ std::vector<int64_t> rewritable_pads(const Node& n) {
 
 bool pad_conv_inputs(Model& m) {
   Graph& g = *m.graph;
-  std::vector<Node*> convs;
+  std::vector<std::pair<Node*, std::vector<int64_t>>> convs;  // collected first: the loop inserts nodes
   for (auto& n : g.nodes())
-    if (!rewritable_pads(*n).empty()) convs.push_back(n.get());
-  for (Node* n : convs) {
-    const std::vector<int64_t> p = rewritable_pads(*n);
+    if (std::vector<int64_t> p = rewritable_pads(*n); !p.empty()) convs.emplace_back(n.get(), std::move(p));
+  for (const auto& [n, p] : convs) {
     Value* x = n->input(0);
     const Shape& xs = *x->type.shape;
     Value* pads = g.add_initializer(g.fresh_name(x->name + "_pads"), Tensor::from_i64({0, 0, p[0], p[1], 0, 0, p[2], p[3]}));
