@@ -1,34 +1,20 @@
 #include "tessel/driver/artifact.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <map>
 #include <random>
 
-#include "tessel/ir/parser.h"
 #include "tessel/ir/printer.h"
 #include "tessel/support/error.h"
-#ifdef TESSEL_HAVE_LLVM
-#include "tessel/codegen/cpu/cpu_codegen.h"
-#endif
 
 namespace tessel {
 
 namespace {
-
-std::vector<const Node*> node_list(const Graph& g) {
-  std::vector<const Node*> nodes;
-  for (const auto& n : g.nodes()) nodes.push_back(n.get());
-  return nodes;
-}
 
 std::vector<std::string> enabled_features(const std::string& list) {
   std::vector<std::string> out;
@@ -58,78 +44,7 @@ ArtifactKernel artifact_kernel(const KernelStep& k, const std::map<const Node*, 
   return a;
 }
 
-// Damage that passed the checksum (or a hand-edited file) still gives a
-// clear error: every name and index is checked against the model.
-const Value* value_named(const Graph& g, const std::string& name) {
-  const Value* v = g.find_value(name);
-  TS_CHECK(v, "corrupt artifact (no value '", name, "' in its model)");
-  return v;
-}
-
-const Node* node_at(const std::vector<const Node*>& nodes, uint64_t i) {
-  TS_CHECK(i < nodes.size(), "corrupt artifact (node ", i, " of ", nodes.size(), ")");
-  return nodes[static_cast<size_t>(i)];
-}
-
-std::shared_ptr<KernelStep> kernel_step(const ArtifactKernel& a, const Graph& g,
-                                        const std::vector<const Node*>& nodes) {
-  auto k = std::make_shared<KernelStep>();
-  k->name = a.name;
-  for (const std::string& p : a.params) k->params.push_back(value_named(g, p));
-  k->num_inputs = static_cast<size_t>(a.num_inputs);
-  k->syms = a.syms;
-  k->parallel = a.parallel;
-  if (a.parallel) k->parallel_extent = Dim::parse(a.parallel_extent);
-  k->assert_messages = a.assert_messages;
-  for (uint64_t n : a.nodes) k->nodes.push_back(node_at(nodes, n));
-  k->elementwise = a.elementwise;
-  return k;
-}
-
-void check_cpu_features(const ArtifactContents& a, const std::string& host_features) {
-  const std::vector<std::string> missing = missing_cpu_features(a.cpu_features, host_features);
-  if (missing.empty()) return;
-  std::string list;
-  for (const std::string& f : missing) list += (list.empty() ? "" : ",") + f;
-  fail("compiled for CPU features ", list, " which this CPU lacks (compiled for ", a.cpu_name,
-       "); compile the model again on this machine");
-}
-
 }  // namespace
-
-// A read-only private mapping of a whole file: the weights in an artifact are
-// copied once, from the page cache into the tensors, instead of read() into
-// a buffer first.
-class MappedFile {
- public:
-  explicit MappedFile(const std::string& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    TS_CHECK(fd >= 0, "cannot open: ", std::strerror(errno));
-    struct stat st {};
-    const bool ok = ::fstat(fd, &st) == 0;
-    size_ = ok ? static_cast<size_t>(st.st_size) : 0;
-    if (size_ > 0) data_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    const int err = errno;
-    ::close(fd);
-    TS_CHECK(ok && data_ != MAP_FAILED, "cannot read: ", std::strerror(err));
-  }
-  ~MappedFile() {
-    if (data_ && data_ != MAP_FAILED) ::munmap(data_, size_);
-  }
-  MappedFile(const MappedFile&) = delete;
-  MappedFile& operator=(const MappedFile&) = delete;
-  std::string_view bytes() const { return {static_cast<const char*>(data_), size_}; }
-
- private:
-  void* data_ = nullptr;
-  size_t size_ = 0;
-};
-
-bool is_artifact_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  char head[7] = {};
-  return f && f.read(head, sizeof head) && std::memcmp(head, kArtifactMagic, sizeof head) == 0;
-}
 
 ArtifactContents make_artifact(const Model& m, const CompiledModel& c) {
   TS_CHECK(c.exe, "make_artifact: the model has not been compiled");
@@ -147,7 +62,7 @@ ArtifactContents make_artifact(const Model& m, const CompiledModel& c, const Exe
   po.external_constants = &external;
   a.model_ir = print_model(m, po);
   for (const Tensor* t : external) a.constants.emplace_back(reinterpret_cast<const char*>(t->raw()), t->nbytes());
-  const std::vector<const Node*> nodes = node_list(*m.graph);
+  const std::vector<const Node*> nodes = artifact_nodes(*m.graph);
   std::map<const Node*, uint64_t> index;
   for (size_t i = 0; i < nodes.size(); ++i) index.emplace(nodes[i], i);
   for (const Step& s : exe.steps()) {
@@ -186,59 +101,11 @@ void write_file_atomically(const std::string& path, std::string_view bytes) {
   }
 }
 
-ArtifactContents read_artifact(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  TS_CHECK(fs::exists(path, ec), "no such file");
-  TS_CHECK(!fs::is_directory(path, ec), "is a directory, not a model file");
-  auto file = std::make_shared<MappedFile>(path);
-  ArtifactContents a = decode_artifact(file->bytes());
-  a.encoded = file->bytes();
-  a.storage = std::move(file);  // a.encoded and a.constants point into it
-  return a;
-}
-
-std::unique_ptr<Model> artifact_model(const ArtifactContents& a) {
-  try {
-    return parse_model(a.model_ir, &a.constants);
-  } catch (const Error& e) {
-    fail("corrupt artifact (its model does not parse: ", e.what(), ")");
-  }
-}
-
 std::unique_ptr<Executable> load_artifact(const std::string& path, const DriverOptions& o) {
-#ifndef TESSEL_HAVE_LLVM
-  (void)path;
-  (void)o;
-  fail("this tessel was built without the LLVM CPU code generator and cannot run compiled artifacts");
-#else
-  const ArtifactContents a = read_artifact(path);
-  check_cpu_features(a, cpu::host_cpu_features());  // before any kernel code is loaded
-  std::shared_ptr<Model> model = artifact_model(a);
-  model->source_path = path;
-  const Graph& g = *model->graph;
-  const std::vector<const Node*> nodes = node_list(g);
-  std::vector<Step> steps;
-  for (const ArtifactStep& as : a.steps) {
-    Step s;
-    if (as.is_kernel) s.kernel = kernel_step(as.kernel, g, nodes);
-    else s.interp = node_at(nodes, as.node);
-    steps.push_back(std::move(s));
-  }
-  std::shared_ptr<cpu::KernelLibrary> lib;
-  if (!a.object.empty()) {
-    lib = cpu::load_object(a.object);
-    for (size_t i = 0; i < steps.size(); ++i)
-      if (steps[i].kernel) steps[i].kernel->fn = reinterpret_cast<KernelEntry>(lib->lookup(a.steps[i].kernel.entry));
-  }
-  for (const Step& s : steps) TS_CHECK(!s.kernel || s.kernel->fn, "corrupt artifact (kernel '", s.kernel->name, "' has no code)");
   ExecutableOptions eo;
   eo.threads = o.threads;
   eo.memory_planning = o.memory_planning;
-  auto exe = std::make_unique<Executable>(*model, std::move(steps), lib, eo);
-  exe->retain(model);
-  return exe;
-#endif
+  return load_artifact(path, eo);
 }
 
 }  // namespace tessel

@@ -1,5 +1,6 @@
 // Compiled artifacts: `tessel compile MODEL -o FILE` writes one; `run`,
-// `bench`, `inspect` and tessel::compile() load it without compiling again.
+// `bench`, `inspect` and tessel::compile() load it without compiling again
+// (runtime/artifact_loader.h reads and loads them without the compiler).
 //
 // An artifact holds the model after the pass pipeline (its text IR, large
 // constants as raw bytes beside it), the executable's steps (which nodes each kernel
@@ -17,13 +18,10 @@
 #include "tessel/driver/compiler.h"
 #include "tessel/driver/options.h"
 #include "tessel/runtime/artifact_format.h"
+#include "tessel/runtime/artifact_loader.h"
 #include "tessel/runtime/executable.h"
 
 namespace tessel {
-
-// True when the file starts with the artifact magic (a missing or unreadable
-// file is not an artifact; loading it reports why).
-bool is_artifact_file(const std::string& path);
 
 // The contents of an artifact for `c`, compiled (compile_for_cpu) from `m`.
 // Its constants are views of `m`'s tensors: `m` must outlive the contents.
@@ -35,15 +33,8 @@ ArtifactContents make_artifact(const Model& m, const CompiledModel& c, const Exe
 // renamed into place, so that `path` is never a partial file.
 void write_file_atomically(const std::string& path, std::string_view bytes);
 
-// Maps and decodes an artifact file (tessel::Error on any damage). The
-// result owns the mapping (`storage`); constants are views into it.
-ArtifactContents read_artifact(const std::string& path);
-
-// The model an artifact holds (no kernel code is touched).
-std::unique_ptr<Model> artifact_model(const ArtifactContents& a);
-
-// An executable from an artifact. Refuses, before loading any kernel code,
-// when this CPU lacks a feature the code was compiled for.
+// load_artifact (runtime/artifact_loader.h) with the driver's threads and
+// memory planning.
 std::unique_ptr<Executable> load_artifact(const std::string& path, const DriverOptions& o);
 
 }  // namespace tessel

@@ -1,5 +1,5 @@
 // The code generator's entry points: the pipeline
-//   loop IR -> LLVM module (emitter) -> optimisation -> object -> JIT,
+//   loop IR -> LLVM module (emitter) -> optimisation -> object -> loaded (runtime/object_loader.h),
 // with the on-disk cache in front of everything after key computation.
 #include "tessel/codegen/cpu/cpu_codegen.h"
 
@@ -10,7 +10,7 @@
 #include <llvm/Support/SourceMgr.h>
 
 #include "tessel/codegen/cpu/cache.h"
-#include "tessel/codegen/cpu/jit.h"
+#include "tessel/codegen/cpu/library.h"
 #include "tessel/codegen/cpu/pipeline.h"
 #include "tessel/codegen/cpu/target.h"
 #include "tessel/support/error.h"

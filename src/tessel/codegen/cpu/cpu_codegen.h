@@ -1,5 +1,5 @@
 // The LLVM code generator for CPUs: loop IR kernels -> LLVM IR -> O3 -> one
-// object file -> ORC JIT. This header is free of LLVM includes so that the
+// object file -> the runtime's object loader (runtime/object_loader.h). This header is free of LLVM includes so that the
 // rest of tessel does not see LLVM.
 //
 // Kernels follow the calling convention of loop/ir.h:
@@ -34,7 +34,7 @@ struct CodegenOptions {
   std::string cache_key_text;
 };
 
-// Owns the JIT that holds the kernels' code: a KernelFn stays valid as long
+// Owns the loaded object that holds the kernels' code: a KernelFn stays valid as long
 // as its library lives.
 class KernelLibrary {
  public:
@@ -57,7 +57,8 @@ class KernelLibrary {
 std::unique_ptr<KernelLibrary> compile_kernels(const std::vector<loop::Kernel>& kernels, const CodegenOptions& o);
 
 // Loads an object produced by compile_kernels (object_file_bytes()) for this
-// process. The JIT resolves only the few runtime symbols tessel registers.
+// process. The loader resolves only the few runtime symbols tessel provides
+// (kernel_runtime_symbols()).
 std::unique_ptr<KernelLibrary> load_object(const std::string& object_bytes);
 
 // Text forms for `tessel inspect`: the module after the optimisation pipeline
@@ -65,7 +66,7 @@ std::unique_ptr<KernelLibrary> load_object(const std::string& object_bytes);
 std::string emit_llvm_ir(const std::vector<loop::Kernel>& kernels, const CodegenOptions& o);
 std::string emit_asm(const std::vector<loop::Kernel>& kernels, const CodegenOptions& o);
 
-// For tests and debugging: optimises and JIT-links textual LLVM IR.
+// For tests and debugging: optimises, emits and loads textual LLVM IR.
 std::unique_ptr<KernelLibrary> compile_llvm_ir_text(const std::string& ir_text, const CodegenOptions& o);
 
 // The host, as LLVM names it: "znver3"; "+avx,+avx2,-avx512f,..." (sorted).

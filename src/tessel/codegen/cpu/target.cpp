@@ -44,8 +44,9 @@ std::unique_ptr<llvm::TargetMachine> make_target_machine(const ResolvedTarget& t
                                       : t.opt_level == 1 ? llvm::CodeGenOptLevel::Less
                                       : t.opt_level == 2 ? llvm::CodeGenOptLevel::Default
                                                          : llvm::CodeGenOptLevel::Aggressive;
-  // PIC small code model: JITLink reaches the registered runtime symbols
-  // through the GOT, wherever the JIT memory lands.
+  // PIC small code model: the object loader (runtime/object_loader.h)
+  // reaches the runtime functions through stubs and a GOT, wherever its
+  // mapping lands, and resolves only PC-relative and absolute relocations.
   std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
       t.triple, t.cpu, t.features, options, llvm::Reloc::PIC_, llvm::CodeModel::Small, level));
   TS_CHECK(tm != nullptr, "cpu codegen: LLVM could not make a target machine for ", t.triple, " ", t.cpu);
