@@ -1,55 +1,145 @@
-// tessel's public C++ API: compile a model once, run it many times.
-//
-//   #include <tessel/tessel.h>
-//
-//   tessel::Options o;
-//   o.threads = 4;                                   // 0: every core
-//   std::unique_ptr<tessel::Executable> exe = tessel::compile("model.onnx", o);
-//   tessel::Tensor x(tessel::DType::F32, {1, 3, 224, 224});
-//   std::vector<tessel::Tensor> y = exe->run_tensors({x});
-//
-// compile() takes an ONNX file, a text-IR file or a compiled artifact (from
-// `tessel compile`, told apart by its magic bytes; artifacts are loaded, not
-// compiled again), or a Model built in memory. Symbols without a --dim style
-// binding stay symbolic: the executable then runs at any size.
-//
-// Executable::run is const and thread-safe: one executable may be run from
-// several threads at once, each run getting results bitwise identical to a
-// single-threaded run. Every error (a bad file, a bad input, a kernel
-// assertion) is thrown as tessel::Error.
-#pragma once
+/* tessel's C API: load a compiled artifact and run it, with the runtime
+ * library alone (libtessel_runtime: no compiler, no LLVM, no protobuf).
+ *
+ *   tessel compile model.onnx --dim batch=1 -o model.tsl     (once, anywhere)
+ *
+ *   #include <tessel/tessel.h>
+ *   tessel_model* m = NULL;
+ *   if (tessel_load("model.tsl", NULL, &m) != TESSEL_OK) {
+ *     fprintf(stderr, "%s\n", tessel_last_error());
+ *     return 1;
+ *   }
+ *   int64_t shape[4] = {1, 3, 224, 224};
+ *   tessel_tensor in = {TESSEL_F32, 4, shape, x, sizeof x};
+ *   int64_t out_shape[TESSEL_MAX_RANK];
+ *   tessel_tensor out = {TESSEL_F32, 0, out_shape, y, sizeof y};
+ *   tessel_status s = tessel_run(m, &in, 1, &out, 1);
+ *   tessel_free(m);
+ *
+ * Conventions. Every function that can fail returns a tessel_status; on
+ * failure tessel_last_error() has a message for the calling thread (valid
+ * until that thread's next call into tessel). No C++ exception crosses this
+ * interface. Handles are opaque. Tensors are dense, row-major, in the
+ * caller's memory: inputs are read in place, outputs written into the
+ * caller's buffers. One loaded model may be run from several threads at
+ * once. Dtypes are numbered as ONNX numbers them.
+ *
+ * Versioning: TESSEL_C_API_VERSION grows when functions are added; a
+ * program compiled against version N runs with a library of version >= N
+ * (tessel_api_version() tells which is loaded). Artifacts carry their own
+ * format version; tessel_load refuses one this library cannot read.
+ */
+#ifndef TESSEL_TESSEL_H
+#define TESSEL_TESSEL_H
 
-#include <cstdint>
-#include <map>
-#include <memory>
-#include <string>
-#include <vector>
+#include <stddef.h>
+#include <stdint.h>
 
-#include "tessel/ir/graph.h"              // tessel::Model, tessel::Tensor, tessel::DType
-#include "tessel/runtime/executable.h"    // tessel::Executable
-#include "tessel/support/error.h"         // tessel::Error
+#ifdef __cplusplus
+extern "C" {
+#endif
 
-namespace tessel {
+#define TESSEL_C_API_VERSION 1
+#define TESSEL_MAX_RANK 16
 
-struct Options {
-  // Worker threads of the executable's pool, the caller included (0: one per core).
-  int threads = 0;
-  // Symbol bindings (like `--dim`): the model is specialised to them before
-  // compilation. Symbols left out stay symbolic.
-  std::map<std::string, int64_t> dims;
-  // Intermediate tensors of compiled kernels in one arena per run.
-  bool memory_planning = true;
-  // Tuned schedules (a database from `tessel tune`; "": the defaults).
-  std::string tuning_db;
-  // Schedule knobs for every kernel that takes them ("gemm.pack.b=1", as --knob).
-  std::vector<std::string> knobs;
-};
+typedef enum tessel_status {
+  TESSEL_OK = 0,
+  TESSEL_ERROR_INVALID_ARGUMENT = 1, /* a null handle or pointer, an index out of range */
+  TESSEL_ERROR_LOAD = 2,             /* the artifact is missing, damaged, foreign or for another CPU */
+  TESSEL_ERROR_INPUT = 3,            /* wrong number, dtype, rank or shape of inputs */
+  TESSEL_ERROR_OUTPUT = 4,           /* an output buffer of the wrong dtype or too small */
+  TESSEL_ERROR_RUN = 5,              /* the model failed while running (a kernel's assertion) */
+  TESSEL_ERROR_UNSUPPORTED = 6,      /* valid, but not supported by this library */
+  TESSEL_ERROR_OUT_OF_MEMORY = 7
+} tessel_status;
 
-// Compiles the model in `path` for this CPU (or loads it, for an artifact).
-std::unique_ptr<Executable> compile(const std::string& path, const Options& o = {});
+typedef enum tessel_dtype {
+  TESSEL_DTYPE_UNDEFINED = 0,
+  TESSEL_F32 = 1,
+  TESSEL_U8 = 2,
+  TESSEL_I8 = 3,
+  TESSEL_U16 = 4,
+  TESSEL_I16 = 5,
+  TESSEL_I32 = 6,
+  TESSEL_I64 = 7,
+  TESSEL_BOOL = 9, /* one byte per element, 0 or 1 */
+  TESSEL_F16 = 10,
+  TESSEL_F64 = 11,
+  TESSEL_U32 = 12,
+  TESSEL_U64 = 13,
+  TESSEL_BF16 = 16
+} tessel_dtype;
 
-// Compiles a model built in memory (GraphBuilder, or loaded by the caller).
-// The pass pipeline runs on it first. The executable owns the model.
-std::unique_ptr<Executable> compile(std::unique_ptr<Model> model, const Options& o = {});
+typedef enum tessel_device {
+  TESSEL_DEVICE_CPU = 0,
+  TESSEL_DEVICE_CUDA = 1 /* reserved: CUDA artifacts are not loadable by this library yet */
+} tessel_device;
 
-}  // namespace tessel
+/* A dense row-major tensor in the caller's memory. For an input, `shape`
+ * (rank entries) and `data` (nbytes) are read. For an output, the caller
+ * provides `data` with `nbytes` of room and `shape` with TESSEL_MAX_RANK
+ * entries of room; tessel_run writes the output's rank and shape there. */
+typedef struct tessel_tensor {
+  tessel_dtype dtype;
+  size_t rank;
+  int64_t* shape;
+  void* data;
+  size_t nbytes;
+} tessel_tensor;
+
+typedef struct tessel_load_options {
+  size_t struct_size; /* sizeof(tessel_load_options): lets the struct grow */
+  int threads;        /* worker threads, the caller's included; 0: one per core */
+  tessel_device device;
+} tessel_load_options;
+
+/* The declared type of an input or output. A dim is >= 0 when fixed, -1
+ * when symbolic (dim_names[i] then names it, "batch" or an expression of
+ * input symbols such as "seq*2"; NULL for fixed dims). rank is -1 when the
+ * model does not declare it. Strings and arrays live as long as the model. */
+typedef struct tessel_value_info {
+  const char* name;
+  tessel_dtype dtype;
+  int64_t rank;
+  const int64_t* dims;
+  const char* const* dim_names;
+} tessel_value_info;
+
+typedef struct tessel_model tessel_model;
+
+uint32_t tessel_api_version(void);
+const char* tessel_version(void); /* "0.1.0" */
+const char* tessel_last_error(void);
+const char* tessel_status_name(tessel_status s);
+/* Bytes per element (0 for TESSEL_DTYPE_UNDEFINED or an unknown value). */
+size_t tessel_dtype_size(tessel_dtype d);
+
+/* Loads an artifact from `tessel compile -o`. `options` may be NULL. */
+tessel_status tessel_load(const char* path, const tessel_load_options* options, tessel_model** model);
+void tessel_free(tessel_model* model); /* NULL is ignored */
+
+size_t tessel_num_inputs(const tessel_model* model);
+size_t tessel_num_outputs(const tessel_model* model);
+tessel_status tessel_input_info(const tessel_model* model, size_t index, tessel_value_info* info);
+tessel_status tessel_output_info(const tessel_model* model, size_t index, tessel_value_info* info);
+
+/* Runs the model: inputs in the order of tessel_input_info, outputs in the
+ * order of tessel_output_info. Symbolic dims are bound from the inputs'
+ * shapes. On TESSEL_ERROR_OUTPUT (a buffer too small) the outputs' shapes
+ * are still written, so the caller can size the buffers and run again. */
+tessel_status tessel_run(const tessel_model* model, const tessel_tensor* inputs, size_t num_inputs,
+                         tessel_tensor* outputs, size_t num_outputs);
+
+/* The shape output `index` will have for these inputs (their data is not
+ * read), written to `shape` (TESSEL_MAX_RANK entries of room) and `*rank`:
+ * for sizing output buffers of a model compiled with symbolic dims.
+ * TESSEL_ERROR_UNSUPPORTED when the model does not declare it in terms of
+ * the inputs' dims (then only tessel_run tells it). */
+tessel_status tessel_output_shape(const tessel_model* model, const tessel_tensor* inputs, size_t num_inputs,
+                                  size_t index, int64_t* shape, size_t* rank);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TESSEL_TESSEL_H */

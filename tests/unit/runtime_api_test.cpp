@@ -1,4 +1,4 @@
-// The public API (include/tessel/tessel.h): compile once, then one
+// The in-process C++ API (driver/api.h): compile once, then one
 // Executable run from 4 threads x 100 runs gives outputs bitwise identical to
 // a single-threaded run.
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 
 #include "pass_test_util.h"
 #include "runtime_test_util.h"
-#include "tessel/tessel.h"
+#include "tessel/driver/api.h"
 
 namespace tessel {
 namespace {

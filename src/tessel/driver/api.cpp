@@ -1,10 +1,10 @@
-// The public API (include/tessel/tessel.h) in terms of the driver: the model
+// The in-process C++ API (driver/api.h) in terms of the driver: the model
 // loader, the pass pipeline, the compiled CPU path and artifacts.
 #include "tessel/driver/artifact.h"
 #include "tessel/driver/compiler.h"
 #include "tessel/driver/model_loader.h"
 #include "tessel/driver/session.h"
-#include "tessel/tessel.h"
+#include "tessel/driver/api.h"
 
 namespace tessel {
 

@@ -10,7 +10,7 @@
 
 #include "tessel/driver/cuda_compiler.h"
 #include "tessel/driver/options.h"
-#include "tessel/tessel.h"
+#include "tessel/driver/api.h"
 
 namespace tessel::cli {
 

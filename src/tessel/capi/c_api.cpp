@@ -1,0 +1,301 @@
+// The C API (include/tessel/tessel.h) over the runtime's artifact loader and
+// Executable. Compiled only into libtessel_runtime (the shared library a
+// deployed program links), whose version script exports the tessel_*
+// functions alone. Every entry point catches everything: no exception
+// crosses into C.
+#include "tessel/tessel.h"
+
+#include <cstring>
+#include <limits>
+#include <map>
+#include <memory>
+#include <new>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tessel/runtime/artifact_loader.h"
+#include "tessel/runtime/executable.h"
+#include "tessel/support/error.h"
+
+struct tessel_model {
+  struct Info {
+    std::string name;
+    tessel_dtype dtype = TESSEL_DTYPE_UNDEFINED;
+    int64_t rank = -1;
+    std::vector<int64_t> dims;
+    std::vector<std::string> names;         // a symbolic dim's text, "" for fixed ones
+    std::vector<const char*> name_ptrs;     // into `names`, NULL for fixed dims
+    std::vector<tessel::Dim> declared;      // for checking inputs
+  };
+  std::unique_ptr<tessel::Executable> exe;
+  std::vector<Info> inputs, outputs;
+};
+
+namespace {
+
+using tessel::DType;
+
+thread_local std::string last_error;
+
+tessel_status failure(tessel_status s, const std::string& what) {
+  last_error = what;
+  return s;
+}
+
+// The dtypes of the C enum (all but the ONNX ones tessel's C API does not carry).
+bool c_dtype(DType d) {
+  switch (d) {
+    case DType::F32: case DType::U8: case DType::I8: case DType::U16: case DType::I16: case DType::I32:
+    case DType::I64: case DType::Bool: case DType::F16: case DType::F64: case DType::U32: case DType::U64:
+    case DType::BF16:
+      return true;
+    default:
+      return false;
+  }
+}
+
+tessel_model::Info info_of(const tessel::Value& v) {
+  tessel_model::Info info;
+  info.name = v.name;
+  info.dtype = c_dtype(v.type.dtype) ? static_cast<tessel_dtype>(v.type.dtype) : TESSEL_DTYPE_UNDEFINED;
+  if (v.type.has_shape()) {
+    info.rank = static_cast<int64_t>(v.type.shape->size());
+    for (const tessel::Dim& d : *v.type.shape) {
+      info.dims.push_back(d.is_const() ? d.value() : -1);
+      info.names.push_back(d.is_const() ? "" : d.str());
+      info.declared.push_back(d);
+    }
+    for (size_t i = 0; i < info.names.size(); ++i)
+      info.name_ptrs.push_back(info.dims[i] >= 0 ? nullptr : info.names[i].c_str());
+  }
+  return info;
+}
+
+void fill(const tessel_model::Info& i, tessel_value_info* out) {
+  out->name = i.name.c_str();
+  out->dtype = i.dtype;
+  out->rank = i.rank;
+  out->dims = i.dims.empty() ? nullptr : i.dims.data();
+  out->dim_names = i.name_ptrs.empty() ? nullptr : i.name_ptrs.data();
+}
+
+// Runs `body`, turning every exception into a status and a message.
+template <class F>
+tessel_status guarded(tessel_status on_error, F&& body) {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return failure(TESSEL_ERROR_OUT_OF_MEMORY, "out of memory");
+  } catch (const std::exception& e) {
+    return failure(on_error, e.what());
+  } catch (...) {
+    return failure(on_error, "unknown error");
+  }
+}
+
+bool is_symbol(const tessel::Dim& d) {
+  try {
+    return d == tessel::Dim::sym(d.str());
+  } catch (const tessel::Error&) {
+    return false;  // an expression's text is not a symbol name
+  }
+}
+
+// Checks one input against its declared type and binds its symbols; the
+// tensor over the caller's memory (no copy).
+// (`with_data` false: only the shape is looked at.)
+tessel::Tensor input_tensor(const tessel_model::Info& info, const tessel_tensor& t, size_t index,
+                            std::map<std::string, int64_t>& bound, bool with_data = true) {
+  const std::string which = "input " + std::to_string(index) + " ('" + info.name + "')";
+  TS_CHECK(c_dtype(static_cast<DType>(t.dtype)), which, ": unknown dtype ", int(t.dtype));
+  TS_CHECK(info.dtype == TESSEL_DTYPE_UNDEFINED || t.dtype == info.dtype, which, ": dtype ",
+           tessel::dtype_name(static_cast<DType>(t.dtype)), ", the model takes ",
+           tessel::dtype_name(static_cast<DType>(info.dtype)));
+  TS_CHECK(t.rank <= TESSEL_MAX_RANK, which, ": rank ", t.rank, " over ", TESSEL_MAX_RANK);
+  TS_CHECK(t.rank == 0 || t.shape, which, ": no shape array");
+  TS_CHECK(info.rank < 0 || int64_t(t.rank) == info.rank, which, ": rank ", t.rank, ", the model takes ", info.rank);
+  std::vector<int64_t> shape(t.shape, t.shape + t.rank);
+  int64_t bytes = tessel::dtype_storage_size(static_cast<DType>(t.dtype));
+  for (size_t d = 0; d < shape.size(); ++d) {
+    TS_CHECK(shape[d] >= 0, which, ": negative dim ", shape[d]);
+    bytes = tessel::checked_mul(bytes, shape[d]);
+    if (info.rank < 0) continue;
+    const tessel::Dim& want = info.declared[d];
+    if (want.is_const()) {
+      TS_CHECK(shape[d] == want.value(), which, ": dim ", d, " is ", shape[d], ", the model takes ", want.value());
+    } else if (is_symbol(want)) {
+      auto [it, fresh] = bound.emplace(want.str(), shape[d]);
+      TS_CHECK(fresh || it->second == shape[d], which, ": dim ", d, " is ", shape[d], " but '", want.str(),
+               "' is ", it->second, " in an earlier input");
+    }
+  }
+  if (!with_data) return {};
+  TS_CHECK(uint64_t(bytes) == t.nbytes, which, ": nbytes ", t.nbytes, ", its shape and dtype make ", bytes);
+  TS_CHECK(bytes == 0 || t.data, which, ": no data");
+  return tessel::Tensor::borrow(static_cast<DType>(t.dtype), std::move(shape), t.data, nullptr);
+}
+
+// Writes one result into the caller's output; false (with the message) when
+// its buffer or dtype does not fit, after writing the shape.
+bool write_output(const tessel::Tensor& r, tessel_tensor& out, size_t index, std::string& why) {
+  const std::string which = "output " + std::to_string(index);
+  if (r.rank() > TESSEL_MAX_RANK) {
+    why = which + ": rank " + std::to_string(r.rank()) + " over TESSEL_MAX_RANK";
+    return false;
+  }
+  out.rank = r.rank();
+  for (size_t d = 0; d < r.rank(); ++d) out.shape[d] = r.shape()[d];
+  if (out.dtype != static_cast<tessel_dtype>(r.dtype())) {
+    why = which + ": buffer dtype " + std::string(tessel::dtype_name(static_cast<DType>(out.dtype))) +
+          ", the result is " + std::string(tessel::dtype_name(r.dtype()));
+    return false;
+  }
+  if (out.nbytes < r.nbytes()) {
+    why = which + ": buffer of " + std::to_string(out.nbytes) + " bytes, the result needs " + std::to_string(r.nbytes());
+    return false;
+  }
+  if (r.nbytes() > 0) std::memcpy(out.data, r.raw(), r.nbytes());
+  return true;
+}
+
+tessel_status value_info(const tessel_model* m, size_t index, tessel_value_info* info, bool input) {
+  if (!m || !info) return failure(TESSEL_ERROR_INVALID_ARGUMENT, "tessel_*_info: null model or info");
+  const auto& list = input ? m->inputs : m->outputs;
+  if (index >= list.size())
+    return failure(TESSEL_ERROR_INVALID_ARGUMENT, std::string(input ? "input" : "output") + " index " +
+                                                      std::to_string(index) + " of " + std::to_string(list.size()));
+  fill(list[index], info);
+  return TESSEL_OK;
+}
+
+}  // namespace
+
+extern "C" {
+
+uint32_t tessel_api_version(void) { return TESSEL_C_API_VERSION; }
+const char* tessel_version(void) { return TESSEL_VERSION; }
+const char* tessel_last_error(void) { return last_error.c_str(); }
+
+const char* tessel_status_name(tessel_status s) {
+  switch (s) {
+    case TESSEL_OK: return "ok";
+    case TESSEL_ERROR_INVALID_ARGUMENT: return "invalid argument";
+    case TESSEL_ERROR_LOAD: return "load error";
+    case TESSEL_ERROR_INPUT: return "input error";
+    case TESSEL_ERROR_OUTPUT: return "output error";
+    case TESSEL_ERROR_RUN: return "run error";
+    case TESSEL_ERROR_UNSUPPORTED: return "unsupported";
+    case TESSEL_ERROR_OUT_OF_MEMORY: return "out of memory";
+  }
+  return "unknown status";
+}
+
+size_t tessel_dtype_size(tessel_dtype d) {
+  return c_dtype(static_cast<DType>(d)) ? static_cast<size_t>(tessel::dtype_storage_size(static_cast<DType>(d))) : 0;
+}
+
+tessel_status tessel_load(const char* path, const tessel_load_options* options, tessel_model** model) {
+  if (!path || !model) return failure(TESSEL_ERROR_INVALID_ARGUMENT, "tessel_load: null path or model pointer");
+  *model = nullptr;
+  tessel::ExecutableOptions eo;
+  if (options) {
+    if (options->struct_size < sizeof(tessel_load_options))
+      return failure(TESSEL_ERROR_INVALID_ARGUMENT, "tessel_load: options.struct_size is not sizeof(tessel_load_options)");
+    if (options->device == TESSEL_DEVICE_CUDA)
+      return failure(TESSEL_ERROR_UNSUPPORTED, "tessel_load: CUDA artifacts are not supported by this runtime yet");
+    if (options->device != TESSEL_DEVICE_CPU || options->threads < 0)
+      return failure(TESSEL_ERROR_INVALID_ARGUMENT, "tessel_load: bad device or threads");
+    eo.threads = options->threads;
+  }
+  return guarded(TESSEL_ERROR_LOAD, [&] {
+    const std::string p(path);
+    auto m = std::make_unique<tessel_model>();
+    try {
+      m->exe = tessel::load_artifact(p, eo);
+    } catch (const tessel::Error& e) {
+      const bool artifact = tessel::is_artifact_file(p);
+      return failure(TESSEL_ERROR_LOAD, p + ": " + e.what() +
+                                            (artifact ? "" : " (the runtime loads artifacts: `tessel compile MODEL -o FILE` makes one)"));
+    }
+    const tessel::Graph& g = *m->exe->model().graph;
+    for (const tessel::Value* v : g.inputs) m->inputs.push_back(info_of(*v));
+    for (const tessel::Value* v : g.outputs) m->outputs.push_back(info_of(*v));
+    *model = m.release();
+    return TESSEL_OK;
+  });
+}
+
+void tessel_free(tessel_model* model) { delete model; }
+
+size_t tessel_num_inputs(const tessel_model* model) { return model ? model->inputs.size() : 0; }
+size_t tessel_num_outputs(const tessel_model* model) { return model ? model->outputs.size() : 0; }
+
+tessel_status tessel_input_info(const tessel_model* model, size_t index, tessel_value_info* info) {
+  return value_info(model, index, info, true);
+}
+
+tessel_status tessel_output_info(const tessel_model* model, size_t index, tessel_value_info* info) {
+  return value_info(model, index, info, false);
+}
+
+tessel_status tessel_run(const tessel_model* model, const tessel_tensor* inputs, size_t num_inputs,
+                         tessel_tensor* outputs, size_t num_outputs) {
+  if (!model) return failure(TESSEL_ERROR_INVALID_ARGUMENT, "tessel_run: null model");
+  if (num_inputs != model->inputs.size() || (num_inputs > 0 && !inputs))
+    return failure(TESSEL_ERROR_INPUT, "tessel_run: the model takes " + std::to_string(model->inputs.size()) +
+                                           " inputs, got " + std::to_string(num_inputs));
+  if (num_outputs != model->outputs.size() || (num_outputs > 0 && !outputs))
+    return failure(TESSEL_ERROR_OUTPUT, "tessel_run: the model has " + std::to_string(model->outputs.size()) +
+                                            " outputs, got room for " + std::to_string(num_outputs));
+  for (size_t i = 0; i < num_outputs; ++i)
+    if (!outputs[i].shape || (outputs[i].nbytes > 0 && !outputs[i].data))
+      return failure(TESSEL_ERROR_OUTPUT, "tessel_run: output " + std::to_string(i) + " has no shape or data array");
+  std::vector<tessel::RtValue> in;
+  tessel_status s = guarded(TESSEL_ERROR_INPUT, [&] {
+    std::map<std::string, int64_t> bound;
+    for (size_t i = 0; i < num_inputs; ++i) in.emplace_back(input_tensor(model->inputs[i], inputs[i], i, bound));
+    return TESSEL_OK;
+  });
+  if (s != TESSEL_OK) return s;
+  std::vector<tessel::RtValue> results;
+  s = guarded(TESSEL_ERROR_RUN, [&] {
+    results = model->exe->run(in);
+    return TESSEL_OK;
+  });
+  if (s != TESSEL_OK) return s;
+  std::string why;
+  for (size_t i = 0; i < num_outputs; ++i) {
+    if (results[i].kind != tessel::RtValue::Kind::Tensor)
+      return failure(TESSEL_ERROR_UNSUPPORTED, "output " + std::to_string(i) + " is a sequence or none, which the C API does not carry");
+    std::string w;
+    if (!write_output(results[i].tensor, outputs[i], i, w) && why.empty()) why = w;
+  }
+  return why.empty() ? TESSEL_OK : failure(TESSEL_ERROR_OUTPUT, why);
+}
+
+tessel_status tessel_output_shape(const tessel_model* model, const tessel_tensor* inputs, size_t num_inputs,
+                                  size_t index, int64_t* shape, size_t* rank) {
+  if (!model || !shape || !rank || index >= model->outputs.size())
+    return failure(TESSEL_ERROR_INVALID_ARGUMENT, "tessel_output_shape: null argument or output index out of range");
+  if (num_inputs != model->inputs.size() || (num_inputs > 0 && !inputs))
+    return failure(TESSEL_ERROR_INPUT, "tessel_output_shape: the model takes " + std::to_string(model->inputs.size()) +
+                                           " inputs, got " + std::to_string(num_inputs));
+  return guarded(TESSEL_ERROR_INPUT, [&] {
+    std::map<std::string, int64_t> bound;
+    for (size_t i = 0; i < num_inputs; ++i) input_tensor(model->inputs[i], inputs[i], i, bound, false);
+    const tessel_model::Info& out = model->outputs[index];
+    if (out.rank < 0 || out.rank > TESSEL_MAX_RANK)
+      return failure(TESSEL_ERROR_UNSUPPORTED, "output " + std::to_string(index) + " has no declared rank");
+    for (size_t d = 0; d < out.declared.size(); ++d) {
+      const std::optional<int64_t> v = out.declared[d].eval(bound);
+      if (!v) return failure(TESSEL_ERROR_UNSUPPORTED, "output " + std::to_string(index) + " dim " + std::to_string(d) +
+                                                           " ('" + out.names[d] + "') is not a function of the inputs' dims");
+      shape[d] = *v;
+    }
+    *rank = out.declared.size();
+    return TESSEL_OK;
+  });
+}
+
+}  // extern "C"
