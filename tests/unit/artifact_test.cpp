@@ -85,30 +85,27 @@ TEST_F(ArtifactTest, DamagedAndForeignFilesAreRefused) {
   EXPECT_NE(load_error(version).find("format version 7"), std::string::npos);
   EXPECT_EQ(load_error("PK\x03\x04 a zip file, say"), "not a tessel artifact");
   EXPECT_NE(load_error(bytes_ + "x").find("after the payload"), std::string::npos);
-}
-
-// Rewrites the header's payload length and checksum, so that damage reaches
-// the field decoder instead of stopping at the checksum.
-std::string reseal(std::string b) {
-  const size_t header = 28;
-  const uint64_t h = artifact_checksum(b.data() + header, b.size() - header);
-  const uint64_t n = b.size() - header;
-  for (int i = 0; i < 8; ++i) {
-    b[12 + i] = static_cast<char>((n >> (8 * i)) & 0xff);
-    b[20 + i] = static_cast<char>((h >> (8 * i)) & 0xff);
-  }
-  return b;
+  // Damage is named by its section: the header's third checksum is the constants'.
+  std::string weights = bytes_;
+  weights[weights.size() - 1] ^= 0x01;
+  EXPECT_NE(load_error(weights).find("checksum mismatch in its constants section"), std::string::npos)
+      << load_error(weights);
+  std::string code = bytes_;
+  const size_t elf = code.find("\x7f" "ELF");
+  ASSERT_NE(elf, std::string::npos);
+  code[elf + 100] ^= 0x01;
+  EXPECT_NE(load_error(code).find("checksum mismatch in its code section"), std::string::npos) << load_error(code);
 }
 
 TEST_F(ArtifactTest, DecodingRandomDamageNeverCrashes) {
-  EXPECT_NO_THROW(decode_artifact(reseal(bytes_)));
+  EXPECT_NO_THROW(decode_artifact(reseal_artifact(bytes_)));
   std::mt19937 rng(1);
   int refused = 0;
   for (int i = 0; i < 2000; ++i) {
-    std::string b = bytes_.substr(0, 29 + rng() % (bytes_.size() - 29));  // cut anywhere in the payload
-    for (int k = 0; k < 3; ++k) b[28 + rng() % (b.size() - 28)] = static_cast<char>(rng());
+    std::string b = bytes_.substr(0, 65 + rng() % (bytes_.size() - 65));  // cut anywhere after the header
+    for (int k = 0; k < 3; ++k) b[64 + rng() % (b.size() - 64)] = static_cast<char>(rng());
     try {
-      decode_artifact(reseal(b));
+      decode_artifact(reseal_artifact(b));
     } catch (const Error&) {
       ++refused;
     }

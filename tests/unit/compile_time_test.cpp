@@ -149,16 +149,6 @@ TEST(CompileTime, ExternalConstantsAreChecked) {
   EXPECT_THROW(parse_model(text, &short_one), Error);
 }
 
-// Rewrites the payload length and checksum so that damage reaches the decoder.
-std::string reseal(std::string b) {
-  const uint64_t n = b.size() - 28, h = artifact_checksum(b.data() + 28, n);
-  for (int i = 0; i < 8; ++i) {
-    b[12 + i] = static_cast<char>((n >> (8 * i)) & 0xff);
-    b[20 + i] = static_cast<char>((h >> (8 * i)) & 0xff);
-  }
-  return b;
-}
-
 TEST(CompileTime, DamagedModelTextOrConstantsGiveOneError) {
   const auto m = repeated_blocks_model();
   const auto c = compile_for_cpu(*m, DriverOptions{});
@@ -170,7 +160,7 @@ TEST(CompileTime, DamagedModelTextOrConstantsGiveOneError) {
   ASSERT_NE(at, std::string::npos);
   text_damage[at + 10] = '9';  // ext:9 does not exist
   std::string cut = good.substr(0, good.size() - 100);  // the last constant is short
-  for (const std::string& bad : {reseal(text_damage), reseal(cut), cut}) {
+  for (const std::string& bad : {reseal_artifact(text_damage), reseal_artifact(cut), cut}) {
     write_file_atomically(path, bad);
     try {
       load_artifact(path, DriverOptions{});

@@ -12,6 +12,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
+#include <utility>
 
 #include "tessel/support/error.h"
 
@@ -61,8 +63,9 @@ namespace {
 
 class Parser {
  public:
-  explicit Parser(const std::string& s, const std::vector<std::string_view>* external = nullptr)
-      : s_(s), external_(external) {}
+  explicit Parser(const std::string& s, const std::vector<std::string_view>* external = nullptr,
+                  std::shared_ptr<const void> owner = nullptr)
+      : s_(s), external_(external), owner_(std::move(owner)) {}
 
   std::unique_ptr<Model> model() {
     auto m = std::make_unique<Model>();
@@ -125,6 +128,7 @@ class Parser {
  private:
   const std::string& s_;
   const std::vector<std::string_view>* external_;
+  std::shared_ptr<const void> owner_;  // keeps external bytes alive: they may be borrowed
   size_t pos_ = 0;
 
   // ---- errors and characters --------------------------------------------------
@@ -483,6 +487,12 @@ class Parser {
     Type ty = type();
     if (!ty.is_tensor() || ty.dtype == DType::Undefined || !ty.shape || !is_static(*ty.shape))
       error(at, "a constant needs a known element type and a static shape");
+    skip_ws();
+    if (owner_ && s_.compare(pos_, 10, "dense<ext:") == 0) {
+      pos_ += 10;
+      if (std::optional<Tensor> b = borrowed_external(ty, at)) return *b;
+      pos_ -= 10;  // not aligned: copied below
+    }
     Tensor t;
     try {
       t = Tensor(ty.dtype, static_dims(*ty.shape));
@@ -530,8 +540,8 @@ class Parser {
     expect('>');
   }
 
-  // `dense<ext:N>`: the bytes of external constant N, which must fill the type exactly.
-  void external_constant(Tensor* t, size_t at) {
+  // The N of `ext:N` (after "ext:") and its bytes.
+  std::pair<size_t, std::string_view> external_bytes(size_t at) {
     size_t p = pos_;
     while (p < s_.size() && std::isdigit(static_cast<unsigned char>(s_[p]))) ++p;
     if (p == pos_ || p - pos_ > 18) error(pos_, "expected the number of an external constant");
@@ -539,8 +549,36 @@ class Parser {
     pos_ = p;
     if (!external_ || n >= external_->size())
       error(at, str_cat("external constant ", n, " is not given (", external_ ? external_->size() : 0, " are)"));
+    return {n, (*external_)[n]};
+  }
+
+  // `dense<ext:N>` over bytes that `owner_` keeps alive and that are aligned
+  // for any vector load: a tensor that borrows them (no copy, no
+  // allocation), or nullopt (then the caller copies them).
+  std::optional<Tensor> borrowed_external(const Type& ty, size_t at) {
+    const size_t start = pos_;
+    const auto [n, bytes] = external_bytes(at);
+    if (reinterpret_cast<uintptr_t>(bytes.data()) % 64 != 0 || ty.dtype == DType::String) {
+      pos_ = start;
+      return std::nullopt;
+    }
+    Tensor t;
+    try {
+      t = Tensor::borrow(ty.dtype, static_dims(*ty.shape), bytes.empty() ? nullptr : bytes.data(), owner_);
+    } catch (const Error& e) {
+      error(at, e.what());
+    }
+    if (bytes.size() != t.nbytes())
+      error(at, str_cat("external constant ", n, " has ", bytes.size(), " bytes, the type needs ", t.nbytes()));
+    if (is_float(t.dtype()) || t.dtype() == DType::Bool || int_bits_below_8(t.dtype())) check_storage(t, at);
+    expect('>');
+    return t;
+  }
+
+  // `dense<ext:N>`: the bytes of external constant N, which must fill the type exactly.
+  void external_constant(Tensor* t, size_t at) {
     if (t->dtype() == DType::String) error(at, "string tensors cannot be external");
-    const std::string_view bytes = (*external_)[n];
+    const auto [n, bytes] = external_bytes(at);
     if (bytes.size() != t->nbytes())
       error(at, str_cat("external constant ", n, " has ", bytes.size(), " bytes, the type needs ", t->nbytes()));
     if (!bytes.empty()) std::memcpy(t->mutable_raw(), bytes.data(), bytes.size());
@@ -882,8 +920,9 @@ class Parser {
 
 }  // namespace
 
-std::unique_ptr<Model> parse_model(const std::string& text, const std::vector<std::string_view>* external_constants) {
-  return Parser(text, external_constants).model();
+std::unique_ptr<Model> parse_model(const std::string& text, const std::vector<std::string_view>* external_constants,
+                                   std::shared_ptr<const void> owner) {
+  return Parser(text, external_constants, std::move(owner)).model();
 }
 
 Type parse_type(const std::string& text) { return Parser(text).type_only(); }

@@ -14,8 +14,12 @@ namespace tessel {
 // "<line>:<col>: <what>" on malformed text. Does not run the verifier.
 // `external_constants`: the bytes of the constants printed as `dense<ext:N>`
 // (PrintOptions::external_constants); without them such text is an error.
+// With an `owner` that keeps those bytes alive (an artifact's mapping),
+// constants whose bytes are 64-byte aligned borrow them instead of copying
+// (Tensor::borrow: a write copies first).
 std::unique_ptr<Model> parse_model(const std::string& text,
-                                   const std::vector<std::string_view>* external_constants = nullptr);
+                                   const std::vector<std::string_view>* external_constants = nullptr,
+                                   std::shared_ptr<const void> owner = nullptr);
 
 // Parses a type such as `f32[batch,3]` (for tools and tests).
 Type parse_type(const std::string& text);

@@ -11,11 +11,24 @@ namespace tessel {
 
 namespace {
 
-constexpr size_t kHeaderBytes = 8 + 4 + 8 + 8;
+// magic | version u32 | section count u32 | (length u64, checksum u64) x 3
+constexpr size_t kSections = 3;
+constexpr size_t kHeaderBytes = 8 + 4 + 4 + 16 * kSections;
+constexpr size_t kAlign = 64;  // sections and constants start at multiples of it
+const char* const kSectionNames[kSections] = {"model", "code", "constants"};
+
+size_t align_up(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
 void put_u64(std::string* out, uint64_t v) {
   for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
 }
+
+void put_u32(std::string* out, uint32_t v) {
+  for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+// Zeros up to the next multiple of kAlign.
+void pad(std::string* out) { out->append(align_up(out->size()) - out->size(), '\0'); }
 
 void put_str(std::string* out, std::string_view s) {
   put_u64(out, s.size());
@@ -30,7 +43,8 @@ void put_strs(std::string* out, const std::vector<std::string>& v) {
 // Reads fields from [p, end); every read checks the bytes are there.
 class Reader {
  public:
-  Reader(const char* p, size_t n) : p_(p), left_(n) {}
+  // `at`: the file offset of p (for align()).
+  Reader(const char* p, size_t n, size_t at = 0) : p_(p), left_(n), at_(at) {}
   uint64_t u64() {
     need(8);
     uint64_t v = 0;
@@ -52,6 +66,13 @@ class Reader {
     skip(static_cast<size_t>(n));
     return s;
   }
+  // The next n bytes in place.
+  std::string_view raw(uint64_t n) {
+    need(n);
+    std::string_view s(p_, static_cast<size_t>(n));
+    skip(static_cast<size_t>(n));
+    return s;
+  }
   // A list count: each element takes at least 8 bytes, so a count larger
   // than the rest of the payload allows is damage, not a huge allocation.
   size_t count() {
@@ -65,15 +86,24 @@ class Reader {
     return v;
   }
   size_t left() const { return left_; }
+  // Skips the zero padding up to the next multiple of kAlign in the file.
+  void align() {
+    const size_t pad = align_up(at_) - at_;
+    need(pad);
+    for (size_t i = 0; i < pad; ++i) TS_CHECK(p_[i] == 0, "corrupt artifact (non-zero padding)");
+    skip(pad);
+  }
 
  private:
   void need(uint64_t n) const { TS_CHECK(n <= left_, "truncated artifact"); }
   void skip(size_t n) {
     p_ += n;
     left_ -= n;
+    at_ += n;
   }
   const char* p_;
   size_t left_;
+  size_t at_;
 };
 
 void put_kernel(std::string* out, const ArtifactKernel& k) {
@@ -110,16 +140,19 @@ ArtifactKernel read_kernel(Reader& r) {
 
 }  // namespace
 
-// The payload is written after a header whose length and checksum are
+// The sections are written after a header whose lengths and checksums are
 // filled in at the end, so that the weights are copied once.
 std::string encode_artifact(const ArtifactContents& a) {
   size_t constant_bytes = 0;
-  for (std::string_view c : a.constants) constant_bytes += 8 + c.size();
+  for (std::string_view c : a.constants) constant_bytes += 8 + kAlign + c.size();
   std::string out;
   out.reserve(kHeaderBytes + a.model_ir.size() + a.object.size() + constant_bytes + 4096);
   out.append(kArtifactMagic, 8);
-  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((kArtifactVersion >> (8 * i)) & 0xff));
-  out.append(16, '\0');
+  put_u32(&out, kArtifactVersion);
+  put_u32(&out, kSections);
+  out.append(16 * kSections, '\0');
+  size_t begin[kSections], end[kSections];  // a section's padding is not part of it
+  begin[0] = out.size();
   put_str(&out, a.cpu_name);
   put_strs(&out, a.cpu_features);
   put_str(&out, a.model_ir);
@@ -129,15 +162,26 @@ std::string encode_artifact(const ArtifactContents& a) {
     if (s.is_kernel) put_kernel(&out, s.kernel);
     else put_u64(&out, s.node);
   }
-  put_str(&out, a.object);
+  end[0] = out.size();
+  pad(&out);
+  begin[1] = out.size();
+  out.append(a.object);
+  end[1] = out.size();
+  pad(&out);
+  begin[2] = out.size();
   put_u64(&out, a.constants.size());
-  for (std::string_view c : a.constants) put_str(&out, c);
-
-  const size_t n = out.size() - kHeaderBytes;
-  std::string sizes;
-  put_u64(&sizes, n);
-  put_u64(&sizes, artifact_checksum(out.data() + kHeaderBytes, n));
-  out.replace(12, 16, sizes);
+  for (std::string_view c : a.constants) {
+    put_u64(&out, c.size());
+    pad(&out);  // the bytes start aligned: the loaded model borrows them in place
+    out.append(c);
+  }
+  end[2] = out.size();
+  std::string table;
+  for (size_t i = 0; i < kSections; ++i) {
+    put_u64(&table, end[i] - begin[i]);
+    put_u64(&table, artifact_checksum(out.data() + begin[i], end[i] - begin[i]));
+  }
+  out.replace(16, table.size(), table);
   return out;
 }
 
@@ -147,22 +191,33 @@ ArtifactContents decode_artifact(std::string_view bytes) {
   TS_CHECK(bytes.size() >= 8 && std::memcmp(bytes.data(), kArtifactMagic, 7) == 0, "not a tessel artifact");
   TS_CHECK(bytes[7] == kArtifactMagic[7], "artifact format '", bytes.substr(0, 8),
            "' is not the one this tessel reads (", kArtifactMagic, ")");
-  TS_CHECK(bytes.size() >= kHeaderBytes, "truncated artifact");
-  uint32_t version = 0;
-  for (int i = 0; i < 4; ++i) version |= static_cast<uint32_t>(static_cast<unsigned char>(bytes[8 + i])) << (8 * i);
+  TS_CHECK(bytes.size() >= 12, "truncated artifact");
+  Reader head(bytes.data() + 8, bytes.size() - 8, 8);
+  const uint32_t version = static_cast<uint32_t>(head.u64() & 0xffffffffu);  // version, then the section count
   TS_CHECK(version == kArtifactVersion, "artifact format version ", version, " (this tessel reads ",
            kArtifactVersion, ")");
-  Reader sizes(bytes.data() + 12, 16);
-  const uint64_t length = sizes.u64(), sum = sizes.u64();
-  TS_CHECK(length <= bytes.size() - kHeaderBytes, "truncated artifact (", bytes.size() - kHeaderBytes, " of ", length,
-           " payload bytes)");
-  TS_CHECK(length == bytes.size() - kHeaderBytes, "corrupt artifact (", bytes.size() - kHeaderBytes - length,
-           " bytes after the payload)");
-  const char* payload = bytes.data() + kHeaderBytes;
-  TS_CHECK(artifact_checksum(payload, length) == sum, "corrupt artifact (checksum mismatch)");
+  TS_CHECK(bytes.size() >= kHeaderBytes, "truncated artifact");
+  const uint32_t sections = static_cast<uint32_t>(static_cast<unsigned char>(bytes[12])) |
+                            static_cast<uint32_t>(static_cast<unsigned char>(bytes[13])) << 8 |
+                            static_cast<uint32_t>(static_cast<unsigned char>(bytes[14])) << 16 |
+                            static_cast<uint32_t>(static_cast<unsigned char>(bytes[15])) << 24;
+  TS_CHECK(sections == kSections, "corrupt artifact (", sections, " sections, version ", version, " has ", kSections, ")");
+  std::string_view section[kSections];
+  size_t at = kHeaderBytes;
+  for (size_t i = 0; i < kSections; ++i) {
+    const uint64_t length = head.u64(), sum = head.u64();
+    at = align_up(at);
+    TS_CHECK(at <= bytes.size() && length <= bytes.size() - at, "truncated artifact (its ", kSectionNames[i],
+             " section ends at byte ", at + length, " of ", bytes.size(), ")");
+    section[i] = bytes.substr(at, length);
+    TS_CHECK(artifact_checksum(section[i].data(), length) == sum, "corrupt artifact (checksum mismatch in its ",
+             kSectionNames[i], " section)");
+    at += length;
+  }
+  TS_CHECK(at == bytes.size(), "corrupt artifact (", bytes.size() - at, " bytes after the payload)");
 
-  Reader r(payload, length);
   ArtifactContents a;
+  Reader r(section[0].data(), section[0].size());
   a.cpu_name = r.str();
   a.cpu_features = r.strs();
   a.model_ir = r.str();
@@ -172,11 +227,34 @@ ArtifactContents decode_artifact(std::string_view bytes) {
     if (s.is_kernel) s.kernel = read_kernel(r);
     else s.node = r.u64();
   }
-  a.object = r.str();
-  a.constants.resize(r.count());
-  for (std::string_view& c : a.constants) c = r.view();
-  TS_CHECK(r.left() == 0, "corrupt artifact (", r.left(), " unread payload bytes)");
+  TS_CHECK(r.left() == 0, "corrupt artifact (", r.left(), " unread bytes in its model section)");
+  a.object = std::string(section[1]);
+  Reader c(section[2].data(), section[2].size(), static_cast<size_t>(section[2].data() - bytes.data()));
+  a.constants.resize(c.count());
+  for (std::string_view& v : a.constants) {
+    const uint64_t n = c.u64();
+    c.align();
+    v = c.raw(n);
+  }
+  TS_CHECK(c.left() == 0, "corrupt artifact (", c.left(), " unread bytes in its constants section)");
   return a;
+}
+
+std::string reseal_artifact(std::string b) {
+  TS_CHECK(b.size() >= kHeaderBytes, "reseal_artifact: ", b.size(), " bytes");
+  size_t at = kHeaderBytes;
+  std::string table;
+  for (size_t i = 0; i < kSections; ++i) {
+    uint64_t length = 0;
+    for (int k = 0; k < 8; ++k) length |= uint64_t(static_cast<unsigned char>(b[16 + 16 * i + k])) << (8 * k);
+    at = std::min(align_up(at), b.size());
+    length = i + 1 == kSections ? b.size() - at : std::min<uint64_t>(length, b.size() - at);
+    put_u64(&table, length);
+    put_u64(&table, artifact_checksum(b.data() + at, length));
+    at += length;
+  }
+  b.replace(16, table.size(), table);
+  return b;
 }
 
 std::vector<std::string> missing_cpu_features(const std::vector<std::string>& required, const std::string& host) {

@@ -1,22 +1,32 @@
 // The byte layout of a compiled artifact (`tessel compile MODEL -o FILE`).
 //
-//   "TESSELX1" | version u32 | payload length u64 | checksum u64 | payload
+//   0   "TESSELX1"
+//   8   version u32 | section count u32 (3)
+//   16  model section:     length u64 | checksum u64
+//   32  code section:      length u64 | checksum u64
+//   48  constants section: length u64 | checksum u64
+//   64  the model section, then each next section at the next multiple of 64
+//       (zero padding between); the file ends where the last one does.
 //
-// The checksum is fast_hash64 (support/fast_hash.h) of the payload: the
-// payload holds the model's weights (up to GBs), and byte-wise FNV-1a took
-// 0.6 s of a 650 MB load.
+// Checksums are fast_hash64 (support/fast_hash.h) of each section: the
+// constants hold the model's weights (up to GBs), and byte-wise FNV-1a took
+// 0.6 s of a 650 MB load. A damaged section is named in the error.
 //
-// All integers little-endian. The payload is a sequence of fields: integers
-// are u64, strings are a u64 length then the bytes, lists a u64 count then
-// the elements. Its order puts what the loader checks first (the CPU the
-// code was compiled for) before what it needs later (the model's IR text,
-// the steps, the object file), so that a host lacking a required CPU feature
-// is refused before any kernel code is loaded. The model's large constants
-// are raw bytes at the end (the IR text names them `dense<ext:N>`): hex
-// text doubled the file and took seconds to print and parse.
+// All integers little-endian. Inside a section, fields follow each other:
+// integers are u64, strings a u64 length then the bytes, lists a u64 count
+// then the elements.
+//   model:     the CPU name and features the code was compiled for (checked
+//              first, so that a host lacking one is refused before any code
+//              is loaded), the model's IR text, the steps;
+//   code:      the kernels' relocatable object file, raw;
+//   constants: a count, then each constant as a u64 length, zero padding to
+//              a multiple of 64 in the file, and its raw bytes (the IR names
+//              them `dense<ext:N>`): aligned, so a loaded model borrows the
+//              weights from the file's mapping instead of copying them.
 //
-// Version 2: raw constants, fast checksum, a kernel's `entry` (identical
-// kernels share one compiled function).
+// Version 3: sections with their own checksums, aligned constants. Version 2:
+// raw constants, fast checksum, a kernel's `entry` (identical kernels share
+// one compiled function).
 //
 // Decoding is bounds-checked everywhere: a truncated, damaged or foreign file
 // is a tessel::Error naming what is wrong, never a crash.
@@ -31,7 +41,7 @@
 namespace tessel {
 
 constexpr char kArtifactMagic[9] = "TESSELX1";
-constexpr uint32_t kArtifactVersion = 2;
+constexpr uint32_t kArtifactVersion = 3;
 
 struct ArtifactKernel {
   std::string name;
@@ -70,12 +80,16 @@ struct ArtifactContents {
 
 std::string encode_artifact(const ArtifactContents& a);
 // Throws tessel::Error: "not a tessel artifact", "artifact format version N
-// (this tessel reads 2)", "truncated artifact", "corrupt artifact ...".
+// (this tessel reads 3)", "truncated artifact", "corrupt artifact ...".
 // The result's `constants` point into `bytes`, which must outlive them.
 ArtifactContents decode_artifact(std::string_view bytes);
 
-// The header's checksum of a payload (exposed for tests that reseal damage).
+// The checksum of a section's bytes.
 uint64_t artifact_checksum(const char* payload, size_t n);
+// `bytes` with the header's section lengths and checksums recomputed (the
+// last section takes the rest of the file): for tests that put damage past
+// the checksums, into the decoder.
+std::string reseal_artifact(std::string bytes);
 
 // The features in `required` that `host` (both "+a,+b,-c" lists or vectors
 // of "+a") does not enable, sorted.

@@ -14,6 +14,7 @@
 #include "tessel/runtime/cpu_features.h"
 #include "tessel/runtime/object_loader.h"
 #include "tessel/support/error.h"
+#include "tessel/support/phase_timer.h"
 
 namespace tessel {
 
@@ -115,16 +116,21 @@ ArtifactContents read_artifact(const std::string& path) {
 
 std::unique_ptr<Model> artifact_model(const ArtifactContents& a) {
   try {
-    return parse_model(a.model_ir, &a.constants);
+    return parse_model(a.model_ir, &a.constants, a.storage);  // weights borrowed from the mapping
   } catch (const Error& e) {
     fail("corrupt artifact (its model does not parse: ", e.what(), ")");
   }
 }
 
 std::unique_ptr<Executable> load_artifact(const std::string& path, const ExecutableOptions& o) {
+  PhaseTimer read("artifact read+verify");
   const ArtifactContents a = read_artifact(path);
+  read.stop();
   check_artifact_cpu(a, detected_cpu_features());  // before any kernel code is loaded
+  PhaseTimer parse("artifact model");
   std::shared_ptr<Model> model = artifact_model(a);
+  parse.stop();
+  PhaseTimer link("artifact link+plan");
   model->source_path = path;
   const Graph& g = *model->graph;
   const std::vector<const Node*> nodes = artifact_nodes(g);
