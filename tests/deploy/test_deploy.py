@@ -121,6 +121,25 @@ class Deploy(unittest.TestCase):
         mask[0, 100:] = 0
         self.same_outputs(art, {"input_ids": ids, "attention_mask": mask})
 
+    def test_portable_artifact_runs_and_foreign_cpu_is_refused(self):
+        # x86-64-v3 (AVX2, FMA) runs on every CPU these tests run on.
+        art = os.path.join(self.tmp, "r18_v3.tsl")
+        check([self.tessel, "compile", os.path.join(ARGS.models, "resnet18.ts17.onnx"), "--dim", "batch=1",
+               "--cpu", "x86-64-v3", "-o", art])
+        x = np.random.default_rng(4).standard_normal((1, 3, 224, 224)).astype(np.float32)
+        self.same_outputs(art, {"input": x})
+        with open("/proc/cpuinfo") as f:
+            has_avx512 = " avx512f" in f.read()
+        if has_avx512:
+            return  # no x86-64-v4 feature is missing here to be refused (ArtifactTest covers the check)
+        v4 = os.path.join(self.tmp, "r18_v4.tsl")
+        check([self.tessel, "compile", os.path.join(ARGS.models, "resnet18.ts17.onnx"), "--dim", "batch=1",
+               "--cpu", "x86-64-v4", "-o", v4])
+        r = run([self.apps["c_app"], v4, self.tmp])
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("+avx512f", r.stderr)
+        self.assertIn("which this CPU lacks (compiled for x86-64-v4)", r.stderr)
+
     def test_hostile_artifacts_end_with_one_error(self):
         art = self.compile_artifact("resnet18.ts17", ["batch=1"])
         good = read_bytes(art)

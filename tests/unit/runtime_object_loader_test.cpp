@@ -217,6 +217,17 @@ TEST(CpuFeatures, AgreeWithLlvmHostDetection) {
   EXPECT_GE(compared, 30) << ours << "\n" << llvm;
   EXPECT_FALSE(cpu_feature_detectable("sse4a"));  // the code generator keeps it off (codegen/cpu/target.cpp)
 }
+
+// compile --cpu: an LLVM CPU name's features, with the ones they imply.
+TEST(CpuFeatures, NamedCpusListWhatTheyImply) {
+  const std::string v3 = "," + cpu::cpu_features_for("x86-64-v3") + ",";
+  for (const char* f : {",+avx2,", ",+avx,", ",+fma,", ",+sse4.1,", ",+bmi2,"}) EXPECT_NE(v3.find(f), std::string::npos) << f << v3;
+  EXPECT_EQ(v3.find("avx512"), std::string::npos) << v3;
+  const std::string v4 = "," + cpu::cpu_features_for("x86-64-v4") + ",";
+  for (const char* f : {",+avx512f,", ",+avx512bw,", ",+avx2,"}) EXPECT_NE(v4.find(f), std::string::npos) << f << v4;
+  EXPECT_EQ(cpu::cpu_features_for("host"), cpu::host_cpu_features());
+  EXPECT_THROW(cpu::cpu_features_for("pentium9"), Error);
+}
 #endif
 
 }  // namespace

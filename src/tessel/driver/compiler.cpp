@@ -118,13 +118,16 @@ GroupKey group_key(const FusionGroup& g) {
 // -> 9.0-9.2 ms. Results are the same bit for bit either way (every output
 // is one chain of fmas over k ascending, whatever the blocking).
 // (Without LLVM there is no CPU code generator, and so no host features.)
-NestSchedule host_schedule(const FusionGroup& g) {
+// `target`: the CPU of compile --cpu, else the host's.
+NestSchedule host_schedule(const FusionGroup& g, const std::optional<CpuInfo>& target) {
   NestSchedule s = default_schedule(g);
 #ifdef TESSEL_HAVE_LLVM
   static const CpuInfo host = host_cpu_info(cpu::host_cpu_features());
   for (const Node* n : g.nodes)
     if (n->op == "Conv" || n->op == "ConvTranspose" || n->op == "Im2Col") return s;
-  s.cpu = host;
+  s.cpu = target ? *target : host;
+#else
+  (void)target;
 #endif
   return s;
 }
@@ -148,8 +151,9 @@ std::string kernel_hash(const loop::Kernel& k) {
   return to_hex(sha256(loop::print(anon)));
 }
 
-LoweredGroup lower_cpu_group(const FusionGroup& g, const OpRegistry& reg, const std::optional<Schedule>& tuned) {
-  NestSchedule s = host_schedule(g);
+LoweredGroup lower_cpu_group(const FusionGroup& g, const OpRegistry& reg, const std::optional<Schedule>& tuned,
+                             const std::optional<CpuInfo>& cpu) {
+  NestSchedule s = host_schedule(g, cpu);
   LoweredGroup def = lower_group(g, reg, s);
   make_ready(g, def);
   def.default_hash = kernel_hash(def.kernel);
@@ -163,21 +167,25 @@ LoweredGroup lower_cpu_group(const FusionGroup& g, const OpRegistry& reg, const 
 
 namespace {
 
-// Throws FusionRejected or LoweringUnsupported like lower_group.
-LoweredGroup lower_ready(const FusionGroup& g, const OpRegistry& reg) { return lower_cpu_group(g, reg); }
+// The default schedules for `cpu` (the host's when unset). Throws
+// FusionRejected or LoweringUnsupported like lower_group.
+GroupLowering lower_ready(const std::optional<CpuInfo>& cpu) {
+  return [cpu](const FusionGroup& g, const OpRegistry& reg) { return lower_cpu_group(g, reg, {}, cpu); };
+}
 
 // lower_ready, with the tuned schedule `lookup` (when set) has for the
 // group's default kernel and the --knob values over it; a schedule that
 // fails to apply is a warning and the default stays.
-GroupLowering lower_tuned(const ScheduleLookup& lookup, const std::vector<Primitive>& knobs, std::ostream* log) {
-  return [lookup, knobs, log](const FusionGroup& g, const OpRegistry& reg) {
-    LoweredGroup def = lower_cpu_group(g, reg);
+GroupLowering lower_tuned(const ScheduleLookup& lookup, const std::vector<Primitive>& knobs, std::ostream* log,
+                          const std::optional<CpuInfo>& cpu) {
+  return [lookup, knobs, log, cpu](const FusionGroup& g, const OpRegistry& reg) {
+    LoweredGroup def = lower_cpu_group(g, reg, {}, cpu);
     std::optional<Schedule> tuned = lookup ? lookup(def.default_hash, def.schedule) : std::nullopt;
     Schedule s = tuned ? *tuned : def.sched;
     const bool knobbed = apply_knobs(knobs, &s);
     if (!tuned && !knobbed) return def;
     try {
-      return lower_cpu_group(g, reg, s);
+      return lower_cpu_group(g, reg, s, cpu);
     } catch (const Error& e) {
       (log ? *log : std::cerr) << "warning: " << (tuned ? "tuned schedule" : "--knob") << " for " << g.name
                                << " not applied: " << e.what() << "\n";
@@ -281,7 +289,7 @@ CompiledModel lower_model(const Model& m, const GroupLowering& lower, const Lowe
 
 CompiledModel lower_for_cpu(const Model& m, const LowerOptions& lo) {
   const bool tuned = lo.schedules || !lo.knobs.empty();
-  return lower_model(m, tuned ? lower_tuned(lo.schedules, lo.knobs, lo.log) : GroupLowering(lower_ready), lo);
+  return lower_model(m, tuned ? lower_tuned(lo.schedules, lo.knobs, lo.log, lo.cpu) : lower_ready(lo.cpu), lo);
 }
 
 LowerOptions lower_options(const DriverOptions& o) {
@@ -289,6 +297,9 @@ LowerOptions lower_options(const DriverOptions& o) {
   if (!o.tuning_db.empty() && o.target == Target::Cpu) lo.schedules = tuning_db_lookup(o.tuning_db, o.threads, o.log);
   lo.knobs = o.knobs;
   lo.log = o.log;
+#ifdef TESSEL_HAVE_LLVM
+  if (o.cpu != "host") lo.cpu = host_cpu_info(cpu::cpu_features_for(o.cpu));  // this machine's caches: a guess
+#endif
   return lo;
 }
 
@@ -304,11 +315,15 @@ std::unique_ptr<CompiledModel> compile_for_cpu(const Model& m, const DriverOptio
   const LowerOptions asked = lower_options(o);
   if (!tuned.schedules) tuned.schedules = asked.schedules;
   if (tuned.knobs.empty()) tuned.knobs = asked.knobs;
+  if (!tuned.cpu) tuned.cpu = asked.cpu;
+  const bool for_host = o.cpu == "host";
   auto c = std::make_unique<CompiledModel>(lower_for_cpu(m, tuned));
   std::shared_ptr<cpu::KernelLibrary> lib;
   const std::vector<loop::Kernel>& kernels = c->unique_kernels;
   if (!kernels.empty()) {
     cpu::CodegenOptions co;
+    co.cpu = o.cpu;
+    co.features = for_host ? "host" : cpu::cpu_features_for(o.cpu);
     co.cache_dir = cache_dir();
     {
       PhaseTimer t("print kernels for the cache key");
@@ -319,9 +334,10 @@ std::unique_ptr<CompiledModel> compile_for_cpu(const Model& m, const DriverOptio
     c->from_cache = lib->loaded_from_cache();
     c->object = lib->object_file_bytes();
   }
-  // Kernels are compiled for the host (CodegenOptions' "host" defaults).
-  c->cpu_name = cpu::host_cpu_name();
-  c->cpu_features = cpu::host_cpu_features();
+  // Kernels are compiled for the host, or the CPU of --cpu (whose code this
+  // host may not be able to run: such an executable is for an artifact).
+  c->cpu_name = for_host ? cpu::host_cpu_name() : o.cpu;
+  c->cpu_features = for_host ? cpu::host_cpu_features() : cpu::cpu_features_for(o.cpu);
   std::vector<Step> steps =
       build_steps(*c, [&](const std::string& name) { return reinterpret_cast<KernelEntry>(lib->lookup(name)); });
   ExecutableOptions eo;

@@ -60,6 +60,8 @@ struct LowerOptions {
   ScheduleLookup schedules;          // tuned schedules (CPU), when set
   std::vector<Primitive> knobs;      // --knob: over the defaults and the tuned schedules
   std::ostream* log = nullptr;       // warnings of schedules that do not apply (stderr when null)
+  // The CPU the kernels are for (compile --cpu); the host's when unset.
+  std::optional<CpuInfo> cpu;
 };
 
 // The schedules `o` asks for: its --tuning-db's records for this machine
@@ -75,7 +77,8 @@ std::string kernel_hash(const loop::Kernel& k);
 // LoweredGroup::default_hash is set either way. Throws FusionRejected or
 // LoweringUnsupported like lower_group, tessel::Error when `tuned` does not
 // apply.
-LoweredGroup lower_cpu_group(const FusionGroup& g, const OpRegistry& reg, const std::optional<Schedule>& tuned = {});
+LoweredGroup lower_cpu_group(const FusionGroup& g, const OpRegistry& reg, const std::optional<Schedule>& tuned = {},
+                             const std::optional<CpuInfo>& cpu = {});
 
 // Compiles `m` (after the graph pass pipeline) for this CPU. `m` must outlive
 // the result. Throws tessel::Error when tessel was built without LLVM.

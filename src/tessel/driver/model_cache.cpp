@@ -164,6 +164,7 @@ std::string model_cache_mode(const std::string& what, const DriverOptions& o) {
   // for this machine are part of the key.
   if (!o.tuning_db.empty()) mode += " --tuning-db " + tuning_db_digest(o.tuning_db, o.threads);
   for (const Primitive& k : o.knobs) mode += " --knob " + print_knob(k);
+  if (o.cpu != "host") mode += " --cpu " + o.cpu;
   return mode;
 }
 

@@ -49,6 +49,9 @@ struct DriverOptions {
   // --knob: template knobs set for every kernel that takes them, over the
   // defaults and the tuned schedules (schedule.h parse_knob).
   std::vector<Primitive> knobs;
+  // compile --cpu: the CPU the kernels are compiled for ("host", or an LLVM
+  // CPU name such as x86-64-v3); schedules follow its features.
+  std::string cpu = "host";
 };
 
 // Throws when the target is not implemented yet, or (with

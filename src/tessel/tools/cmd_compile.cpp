@@ -88,6 +88,7 @@ int compile_cuda(const CompileArgs& a, const CommonArgs& c, const DriverOptions&
 
 int cmd_compile(const CompileArgs& a, const CommonArgs& c) {
   DriverOptions o = driver_options(c);
+  o.cpu = a.cpu;
   check_options_supported(o, /*needs_device=*/false);
   TS_CHECK(!is_artifact_file(a.model), "is a compiled artifact already");
   if (o.target == Target::Cuda) return compile_cuda(a, c, o);

@@ -60,6 +60,7 @@ struct CompileArgs {
   std::string model;
   std::string output;     // -o FILE
   std::string cuda_arch;  // --target cuda: sm_XY[a]; "" = the device's, else sm_90a
+  std::string cpu = "host";  // --cpu: the CPU the kernels are compiled for
 };
 int cmd_compile(const CompileArgs& a, const CommonArgs& c);
 

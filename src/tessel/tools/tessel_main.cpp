@@ -118,6 +118,11 @@ int main(int argc, char** argv) {
                       "Artifact (or, --target cuda, cubin) to write (atomically; nothing on error)")
       ->required()
       ->type_name("FILE");
+  compile->add_option("--cpu", compile_args.cpu,
+                      "CPU the kernels are compiled for: host (default), or an LLVM CPU name such as x86-64-v3 "
+                      "(AVX2, FMA: runs on every x86-64 CPU since 2015), x86-64-v4 (AVX-512) or znver4; the artifact "
+                      "runs on CPUs with its features and is refused elsewhere (docs/deploy.md)")
+      ->type_name("NAME");
   compile->add_option("--cuda-arch", compile_args.cuda_arch,
                       "Architecture for --target cuda (default: the GPU's, else sm_90a)")
       ->type_name("sm_XY");

@@ -72,5 +72,9 @@ std::unique_ptr<KernelLibrary> compile_llvm_ir_text(const std::string& ir_text, 
 // The host, as LLVM names it: "znver3"; "+avx,+avx2,-avx512f,..." (sorted).
 std::string host_cpu_name();
 std::string host_cpu_features();
+// The features an LLVM CPU name implies ("+avx2,+fma,..." as host_cpu_features;
+// "host": host_cpu_features()). tessel::Error for a name that is not an
+// x86-64 CPU.
+std::string cpu_features_for(const std::string& cpu);
 
 }  // namespace tessel::cpu

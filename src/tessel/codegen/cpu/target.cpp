@@ -8,6 +8,7 @@
 #include <llvm/MC/TargetRegistry.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/TargetParser/Host.h>
+#include <llvm/TargetParser/X86TargetParser.h>
 
 #include "tessel/support/error.h"
 
@@ -65,6 +66,30 @@ std::string host_cpu_features() {
   std::vector<std::string> items;
   for (const auto& f : llvm::sys::getHostCPUFeatures())
     items.push_back((f.second && f.first() != "sse4a" ? "+" : "-") + f.first().str());
+  std::sort(items.begin(), items.end(), [](const std::string& a, const std::string& b) {
+    return a.substr(1) < b.substr(1);
+  });
+  std::string out;
+  for (const std::string& s : items) out += (out.empty() ? "" : ",") + s;
+  return out;
+}
+
+std::string cpu_features_for(const std::string& cpu) {
+  if (cpu == "host") return host_cpu_features();
+  TS_CHECK(llvm::X86::parseArchX86(cpu, /*Only64Bit=*/true) != llvm::X86::CK_None, "--cpu ", cpu,
+           ": not an x86-64 CPU name LLVM knows (e.g. x86-64-v2, x86-64-v3, x86-64-v4, skylake-avx512, znver4)");
+  llvm::SmallVector<llvm::StringRef, 64> direct;
+  llvm::X86::getFeaturesForCPU(cpu, direct);
+  // With what they imply (avx512bw -> avx512f -> avx2 -> ...), as the host's
+  // list has them: the schedules and the loader's check read single names.
+  llvm::StringMap<bool> implied;
+  for (llvm::StringRef f : direct) {
+    implied[f] = true;
+    llvm::X86::updateImpliedFeatures(f, true, implied);
+  }
+  std::vector<std::string> items;
+  for (const auto& f : implied)
+    if (f.second && f.first() != "sse4a") items.push_back("+" + f.first().str());  // sse4a off, as on the host
   std::sort(items.begin(), items.end(), [](const std::string& a, const std::string& b) {
     return a.substr(1) < b.substr(1);
   });
