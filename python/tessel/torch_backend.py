@@ -1760,15 +1760,21 @@ def _why_not(node: fx.Node) -> Optional[str]:
 
 # ---- one compiled part of a graph ---------------------------------------------------------
 
+def _version(t: torch.Tensor) -> Optional[int]:
+    """The tensor's version counter; None for an inference tensor (made under
+    torch.inference_mode), which has none: only its identity can be checked."""
+    return None if t.is_inference() else t._version
+
+
 class _Frozen:
     """A parameter or buffer baked into a compiled graph, with what it was when it was baked."""
     __slots__ = ("tensor", "version", "name")
 
     def __init__(self, tensor: torch.Tensor, name: str):
-        self.tensor, self.version, self.name = tensor, tensor._version, name
+        self.tensor, self.version, self.name = tensor, _version(tensor), name
 
     def same(self, t: Any) -> bool:
-        return t is self.tensor and t._version == self.version
+        return t is self.tensor and _version(t) == self.version
 
 
 def _convert(gm: fx.GraphModule, consts: Mapping[int, Any], names: Sequence[str], opts: Mapping[str, Any],
@@ -1906,7 +1912,7 @@ class _Part(torch.nn.Module):
         # part compiled again with the new values rather than stale results.
         for i, f in self.frozen.items():
             a = args[i]
-            if a is not f.tensor or a._version != f.version:
+            if not f.same(a):
                 self._refreeze(args)
                 break
         arrays = []

@@ -154,6 +154,20 @@ def test_inference_mode_works_too():
     assert tb.stats()["partitions"] == 1
 
 
+def test_a_model_made_under_inference_mode():
+    # Its parameters are inference tensors, which have no version counter
+    # (freezing checks their identity only). bench/torch_compile_gpu.py builds
+    # its models this way.
+    with torch.inference_mode():
+        m = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 8)).eval()
+        x = torch.randn(4, 16)
+        assert m[0].weight.is_inference()
+        want = m(x)
+        got = torch.compile(m, backend="tessel", options=THREADS)(x)
+    close(got, want)
+    assert tb.stats()["partitions"] == 1
+
+
 def test_dynamic_batch_compiles_once():
     m, _, _ = model("resnet18")
     c = torch.compile(m, backend="tessel", options=THREADS)
