@@ -37,6 +37,11 @@ for b in tessel tessel_gpu_tests; do
 done
 
 gpu_python="${TESSEL_GPU_PYTHON:-$( (ls /root/.pyenv/versions/3.12.*/bin/python3 2>/dev/null || command -v python3.12) | tail -1)}"
+# A fresh pyenv 3.12 lacks nanobind: install it there (from PyPI) rather than
+# make a bundle without the module.
+if [ -n "$gpu_python" ] && ! "$gpu_python" -m nanobind --cmake_dir >/dev/null 2>&1; then
+  "$gpu_python" -m pip install -q nanobind >/dev/null 2>&1 || true
+fi
 if [ -n "$gpu_python" ] && "$gpu_python" -m nanobind --cmake_dir >/dev/null 2>&1; then
   pybuild="${TESSEL_GPU_PY_BUILD_DIR:-build-gpu-py}"
   if [ ! -f "$pybuild/build.ninja" ]; then
