@@ -122,9 +122,9 @@ TEST_F(CApi, BadInputsAreStatusesWithMessages) {
     return s;
   };
   const size_t nbytes = x.size() * sizeof(float);
-  EXPECT_EQ(status({TESSEL_I32, 2, shape2, x.data(), nbytes}, "dtype i32, the model takes f32"), TESSEL_ERROR_INPUT);
-  EXPECT_EQ(status({TESSEL_F32, 1, shape2, x.data(), nbytes}, "rank 1, the model takes 2"), TESSEL_ERROR_INPUT);
-  EXPECT_EQ(status({TESSEL_F32, 2, shape_wrong, x.data(), nbytes}, "dim 1 is 15, the model takes 16"), TESSEL_ERROR_INPUT);
+  EXPECT_EQ(status({TESSEL_I32, 2, shape2, x.data(), nbytes}, "input 0 ('x'): expected dtype f32, got i32"), TESSEL_ERROR_INPUT);
+  EXPECT_EQ(status({TESSEL_F32, 1, shape2, x.data(), nbytes}, "expected shape [batch,16], got [2]"), TESSEL_ERROR_INPUT);
+  EXPECT_EQ(status({TESSEL_F32, 2, shape_wrong, x.data(), nbytes}, "expected shape [batch,16], got [2,15]"), TESSEL_ERROR_INPUT);
   EXPECT_EQ(status({TESSEL_F32, 2, shape_neg, x.data(), nbytes}, "negative dim -2"), TESSEL_ERROR_INPUT);
   EXPECT_EQ(status({TESSEL_F32, 2, shape2, x.data(), nbytes - 4}, "nbytes 124, its shape and dtype make 128"), TESSEL_ERROR_INPUT);
   EXPECT_EQ(status({TESSEL_F32, 2, shape2, nullptr, nbytes}, "no data"), TESSEL_ERROR_INPUT);

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "tessel/interp/interpreter.h"
 #include "tessel/runtime/artifact_loader.h"
 #include "tessel/runtime/executable.h"
 #include "tessel/support/error.h"
@@ -26,7 +27,7 @@ struct tessel_model {
     std::vector<int64_t> dims;
     std::vector<std::string> names;         // a symbolic dim's text, "" for fixed ones
     std::vector<const char*> name_ptrs;     // into `names`, NULL for fixed dims
-    std::vector<tessel::Dim> declared;      // for checking inputs
+    const tessel::Type* type = nullptr;     // declared (in the executable's model)
   };
   std::unique_ptr<tessel::Executable> exe;
   std::vector<Info> inputs, outputs;
@@ -58,13 +59,13 @@ bool c_dtype(DType d) {
 tessel_model::Info info_of(const tessel::Value& v) {
   tessel_model::Info info;
   info.name = v.name;
+  info.type = &v.type;
   info.dtype = c_dtype(v.type.dtype) ? static_cast<tessel_dtype>(v.type.dtype) : TESSEL_DTYPE_UNDEFINED;
   if (v.type.has_shape()) {
     info.rank = static_cast<int64_t>(v.type.shape->size());
     for (const tessel::Dim& d : *v.type.shape) {
       info.dims.push_back(d.is_const() ? d.value() : -1);
       info.names.push_back(d.is_const() ? "" : d.str());
-      info.declared.push_back(d);
     }
     for (size_t i = 0; i < info.names.size(); ++i)
       info.name_ptrs.push_back(info.dims[i] >= 0 ? nullptr : info.names[i].c_str());
@@ -94,14 +95,6 @@ tessel_status guarded(tessel_status on_error, F&& body) {
   }
 }
 
-bool is_symbol(const tessel::Dim& d) {
-  try {
-    return d == tessel::Dim::sym(d.str());
-  } catch (const tessel::Error&) {
-    return false;  // an expression's text is not a symbol name
-  }
-}
-
 // Checks one input against its declared type and binds its symbols; the
 // tensor over the caller's memory (no copy).
 // (`with_data` false: only the shape is looked at.)
@@ -109,27 +102,16 @@ tessel::Tensor input_tensor(const tessel_model::Info& info, const tessel_tensor&
                             std::map<std::string, int64_t>& bound, bool with_data = true) {
   const std::string which = "input " + std::to_string(index) + " ('" + info.name + "')";
   TS_CHECK(c_dtype(static_cast<DType>(t.dtype)), which, ": unknown dtype ", int(t.dtype));
-  TS_CHECK(info.dtype == TESSEL_DTYPE_UNDEFINED || t.dtype == info.dtype, which, ": dtype ",
-           tessel::dtype_name(static_cast<DType>(t.dtype)), ", the model takes ",
-           tessel::dtype_name(static_cast<DType>(info.dtype)));
   TS_CHECK(t.rank <= TESSEL_MAX_RANK, which, ": rank ", t.rank, " over ", TESSEL_MAX_RANK);
   TS_CHECK(t.rank == 0 || t.shape, which, ": no shape array");
-  TS_CHECK(info.rank < 0 || int64_t(t.rank) == info.rank, which, ": rank ", t.rank, ", the model takes ", info.rank);
   std::vector<int64_t> shape(t.shape, t.shape + t.rank);
   int64_t bytes = tessel::dtype_storage_size(static_cast<DType>(t.dtype));
-  for (size_t d = 0; d < shape.size(); ++d) {
-    TS_CHECK(shape[d] >= 0, which, ": negative dim ", shape[d]);
-    bytes = tessel::checked_mul(bytes, shape[d]);
-    if (info.rank < 0) continue;
-    const tessel::Dim& want = info.declared[d];
-    if (want.is_const()) {
-      TS_CHECK(shape[d] == want.value(), which, ": dim ", d, " is ", shape[d], ", the model takes ", want.value());
-    } else if (is_symbol(want)) {
-      auto [it, fresh] = bound.emplace(want.str(), shape[d]);
-      TS_CHECK(fresh || it->second == shape[d], which, ": dim ", d, " is ", shape[d], " but '", want.str(),
-               "' is ", it->second, " in an earlier input");
-    }
+  for (int64_t d : shape) {
+    TS_CHECK(d >= 0, which, ": negative dim ", d);
+    bytes = tessel::checked_mul(bytes, d);
   }
+  // The interpreter's check: dtype, rank, fixed dims, symbols bound consistently.
+  tessel::check_dims_match(static_cast<DType>(t.dtype), shape, *info.type, which, &bound);
   if (!with_data) return {};
   TS_CHECK(uint64_t(bytes) == t.nbytes, which, ": nbytes ", t.nbytes, ", its shape and dtype make ", bytes);
   TS_CHECK(bytes == 0 || t.data, which, ": no data");
@@ -287,13 +269,14 @@ tessel_status tessel_output_shape(const tessel_model* model, const tessel_tensor
     const tessel_model::Info& out = model->outputs[index];
     if (out.rank < 0 || out.rank > TESSEL_MAX_RANK)
       return failure(TESSEL_ERROR_UNSUPPORTED, "output " + std::to_string(index) + " has no declared rank");
-    for (size_t d = 0; d < out.declared.size(); ++d) {
-      const std::optional<int64_t> v = out.declared[d].eval(bound);
+    const tessel::Shape& declared = *out.type->shape;
+    for (size_t d = 0; d < declared.size(); ++d) {
+      const std::optional<int64_t> v = declared[d].eval(bound);
       if (!v) return failure(TESSEL_ERROR_UNSUPPORTED, "output " + std::to_string(index) + " dim " + std::to_string(d) +
                                                            " ('" + out.names[d] + "') is not a function of the inputs' dims");
       shape[d] = *v;
     }
-    *rank = out.declared.size();
+    *rank = declared.size();
     return TESSEL_OK;
   });
 }

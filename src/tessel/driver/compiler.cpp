@@ -316,14 +316,16 @@ std::unique_ptr<CompiledModel> compile_for_cpu(const Model& m, const DriverOptio
   if (!tuned.schedules) tuned.schedules = asked.schedules;
   if (tuned.knobs.empty()) tuned.knobs = asked.knobs;
   if (!tuned.cpu) tuned.cpu = asked.cpu;
-  const bool for_host = o.cpu == "host";
+  // The host, or the CPU of --cpu (whose code this host may not be able to
+  // run: such an executable is for an artifact).
+  const std::string features = cpu::cpu_features_for(o.cpu);
   auto c = std::make_unique<CompiledModel>(lower_for_cpu(m, tuned));
   std::shared_ptr<cpu::KernelLibrary> lib;
   const std::vector<loop::Kernel>& kernels = c->unique_kernels;
   if (!kernels.empty()) {
     cpu::CodegenOptions co;
     co.cpu = o.cpu;
-    co.features = for_host ? "host" : cpu::cpu_features_for(o.cpu);
+    co.features = features;
     co.cache_dir = cache_dir();
     {
       PhaseTimer t("print kernels for the cache key");
@@ -334,10 +336,8 @@ std::unique_ptr<CompiledModel> compile_for_cpu(const Model& m, const DriverOptio
     c->from_cache = lib->loaded_from_cache();
     c->object = lib->object_file_bytes();
   }
-  // Kernels are compiled for the host, or the CPU of --cpu (whose code this
-  // host may not be able to run: such an executable is for an artifact).
-  c->cpu_name = for_host ? cpu::host_cpu_name() : o.cpu;
-  c->cpu_features = for_host ? cpu::host_cpu_features() : cpu::cpu_features_for(o.cpu);
+  c->cpu_name = o.cpu == "host" ? cpu::host_cpu_name() : o.cpu;
+  c->cpu_features = features;
   std::vector<Step> steps =
       build_steps(*c, [&](const std::string& name) { return reinterpret_cast<KernelEntry>(lib->lookup(name)); });
   ExecutableOptions eo;

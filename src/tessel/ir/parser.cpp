@@ -487,12 +487,7 @@ class Parser {
     Type ty = type();
     if (!ty.is_tensor() || ty.dtype == DType::Undefined || !ty.shape || !is_static(*ty.shape))
       error(at, "a constant needs a known element type and a static shape");
-    skip_ws();
-    if (owner_ && s_.compare(pos_, 10, "dense<ext:") == 0) {
-      pos_ += 10;
-      if (std::optional<Tensor> b = borrowed_external(ty, at)) return *b;
-      pos_ -= 10;  // not aligned: copied below
-    }
+    if (std::optional<Tensor> b = borrowed_external(ty, at)) return *b;
     Tensor t;
     try {
       t = Tensor(ty.dtype, static_dims(*ty.shape));
@@ -552,11 +547,14 @@ class Parser {
     return {n, (*external_)[n]};
   }
 
-  // `dense<ext:N>` over bytes that `owner_` keeps alive and that are aligned
-  // for any vector load: a tensor that borrows them (no copy, no
-  // allocation), or nullopt (then the caller copies them).
+  // A constant's body `dense<ext:N>` over bytes that `owner_` keeps alive
+  // and that are aligned for any vector load: a tensor that borrows them (no
+  // copy, no allocation). nullopt, at the same position, for any other body
+  // (the caller parses it, copying).
   std::optional<Tensor> borrowed_external(const Type& ty, size_t at) {
+    skip_ws();
     const size_t start = pos_;
+    if (!owner_ || !eat_str("dense<ext:")) return std::nullopt;
     const auto [n, bytes] = external_bytes(at);
     if (reinterpret_cast<uintptr_t>(bytes.data()) % 64 != 0 || ty.dtype == DType::String) {
       pos_ = start;

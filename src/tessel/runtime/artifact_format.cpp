@@ -19,13 +19,12 @@ const char* const kSectionNames[kSections] = {"model", "code", "constants"};
 
 size_t align_up(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
-void put_u64(std::string* out, uint64_t v) {
-  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+// The low `bytes` bytes of v, little-endian.
+void put_int(std::string* out, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
 }
 
-void put_u32(std::string* out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
+void put_u64(std::string* out, uint64_t v) { put_int(out, v, 8); }
 
 // Zeros up to the next multiple of kAlign.
 void pad(std::string* out) { out->append(align_up(out->size()) - out->size(), '\0'); }
@@ -148,8 +147,8 @@ std::string encode_artifact(const ArtifactContents& a) {
   std::string out;
   out.reserve(kHeaderBytes + a.model_ir.size() + a.object.size() + constant_bytes + 4096);
   out.append(kArtifactMagic, 8);
-  put_u32(&out, kArtifactVersion);
-  put_u32(&out, kSections);
+  put_int(&out, kArtifactVersion, 4);
+  put_int(&out, kSections, 4);
   out.append(16 * kSections, '\0');
   size_t begin[kSections], end[kSections];  // a section's padding is not part of it
   begin[0] = out.size();
@@ -191,16 +190,12 @@ ArtifactContents decode_artifact(std::string_view bytes) {
   TS_CHECK(bytes.size() >= 8 && std::memcmp(bytes.data(), kArtifactMagic, 7) == 0, "not a tessel artifact");
   TS_CHECK(bytes[7] == kArtifactMagic[7], "artifact format '", bytes.substr(0, 8),
            "' is not the one this tessel reads (", kArtifactMagic, ")");
-  TS_CHECK(bytes.size() >= 12, "truncated artifact");
   Reader head(bytes.data() + 8, bytes.size() - 8, 8);
-  const uint32_t version = static_cast<uint32_t>(head.u64() & 0xffffffffu);  // version, then the section count
+  const uint64_t word = head.u64();  // the version (low half), then the section count
+  const uint32_t version = static_cast<uint32_t>(word), sections = static_cast<uint32_t>(word >> 32);
   TS_CHECK(version == kArtifactVersion, "artifact format version ", version, " (this tessel reads ",
            kArtifactVersion, ")");
   TS_CHECK(bytes.size() >= kHeaderBytes, "truncated artifact");
-  const uint32_t sections = static_cast<uint32_t>(static_cast<unsigned char>(bytes[12])) |
-                            static_cast<uint32_t>(static_cast<unsigned char>(bytes[13])) << 8 |
-                            static_cast<uint32_t>(static_cast<unsigned char>(bytes[14])) << 16 |
-                            static_cast<uint32_t>(static_cast<unsigned char>(bytes[15])) << 24;
   TS_CHECK(sections == kSections, "corrupt artifact (", sections, " sections, version ", version, " has ", kSections, ")");
   std::string_view section[kSections];
   size_t at = kHeaderBytes;
@@ -242,11 +237,12 @@ ArtifactContents decode_artifact(std::string_view bytes) {
 
 std::string reseal_artifact(std::string b) {
   TS_CHECK(b.size() >= kHeaderBytes, "reseal_artifact: ", b.size(), " bytes");
+  Reader head(b.data() + 16, 16 * kSections);
   size_t at = kHeaderBytes;
   std::string table;
   for (size_t i = 0; i < kSections; ++i) {
-    uint64_t length = 0;
-    for (int k = 0; k < 8; ++k) length |= uint64_t(static_cast<unsigned char>(b[16 + 16 * i + k])) << (8 * k);
+    uint64_t length = head.u64();
+    head.u64();  // the old checksum
     at = std::min(align_up(at), b.size());
     length = i + 1 == kSections ? b.size() - at : std::min<uint64_t>(length, b.size() - at);
     put_u64(&table, length);

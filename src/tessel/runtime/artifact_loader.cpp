@@ -50,9 +50,8 @@ std::shared_ptr<KernelStep> kernel_step(const ArtifactKernel& a, const Graph& g,
 
 }  // namespace
 
-// A read-only private mapping of a whole file: the weights in an artifact are
-// copied once, from the page cache into the tensors, instead of read() into
-// a buffer first.
+// A read-only private mapping of a whole file: the loaded model's weights
+// borrow its pages (parse_model with an owner), nothing is read() or copied.
 class MappedFile {
  public:
   explicit MappedFile(const std::string& path) {

@@ -165,7 +165,7 @@ class Linker {
         std::memcpy(base + y.stub, stub, kStubBytes);
         std::memcpy(base + y.stub + 2, &d32, 4);
       }
-      const uint64_t addr = resolvable(i) ? reinterpret_cast<uint64_t>(base) + address(i, false) : 0;
+      const uint64_t addr = resolvable(i) ? address(i, false) : 0;
       std::memcpy(base + y.got, &addr, 8);
     }
     for (const Section& r : sections_) {
@@ -193,7 +193,7 @@ class Linker {
       const int bind = ELF64_ST_BIND(s.st_info);
       if (ELF64_ST_TYPE(s.st_info) != STT_FUNC || (bind != STB_GLOBAL && bind != STB_WEAK)) continue;
       if (s.st_shndx == SHN_UNDEF || !resolvable(i)) continue;
-      out[symbols_[i].name] = base_ + address(i, false);
+      out[symbols_[i].name] = reinterpret_cast<void*>(address(i, false));
     }
     return out;
   }
@@ -235,15 +235,14 @@ class Linker {
     return sec.loaded && s.st_value <= sec.h.sh_size;
   }
 
-  // Symbol i's address as an offset from the mapping's base (callers add
-  // the base). A runtime function's is its stub for a call (`call`), else
-  // the function itself; SHN_ABS values are absolute (the offset wraps).
+  // Symbol i's address once the mapping is at base_. A runtime function's
+  // is its stub for a call (`call`), else the function itself.
   uint64_t address(size_t i, bool call) const {
     const Symbol& y = symbols_[i];
-    if (y.runtime) return call ? y.stub : reinterpret_cast<uint64_t>(y.runtime) - reinterpret_cast<uint64_t>(base_);
-    if (y.s.st_shndx == SHN_ABS) return y.s.st_value - reinterpret_cast<uint64_t>(base_);
-    const Section& sec = sections_[y.s.st_shndx];
-    return sec.place + y.s.st_value;
+    const uint64_t b = reinterpret_cast<uint64_t>(base_);
+    if (y.runtime) return call ? b + y.stub : reinterpret_cast<uint64_t>(y.runtime);
+    if (y.s.st_shndx == SHN_ABS) return y.s.st_value;
+    return b + sections_[y.s.st_shndx].place + y.s.st_value;
   }
 
   void relocate(const Section& target, const Elf64_Rela& r) {
@@ -260,10 +259,10 @@ class Linker {
     const uint64_t a = static_cast<uint64_t>(r.r_addend);
     uint64_t v = 0;
     switch (type) {
-      case R_X86_64_64: v = b + address(sym, false) + a; break;
-      case R_X86_64_PC64: v = b + address(sym, false) + a - p; break;
+      case R_X86_64_64: v = address(sym, false) + a; break;
+      case R_X86_64_PC64: v = address(sym, false) + a - p; break;
       case R_X86_64_PC32:
-      case R_X86_64_PLT32: v = b + address(sym, true) + a - p; break;
+      case R_X86_64_PLT32: v = address(sym, true) + a - p; break;
       case R_X86_64_GOTPCREL:
       case R_X86_64_GOTPCRELX:
       case R_X86_64_REX_GOTPCRELX: v = b + symbols_[sym].got + a - p; break;
