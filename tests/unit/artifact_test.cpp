@@ -64,6 +64,27 @@ TEST_F(ArtifactTest, RoundTripRunsBitwiseLikeTheInProcessCompile) {
   }
 }
 
+// Format 3 aligns each constant, so the loaded model's weights are views of
+// the file's mapping; bytes decoded from memory (no owner) are copied.
+TEST_F(ArtifactTest, LoadedWeightsBorrowTheFileMapping) {
+  const ArtifactContents a = read_artifact(write("mlp.tsx", bytes_));
+  const std::unique_ptr<Model> m = artifact_model(a);
+  const auto inside = [&](const void* p) {
+    const char* c = static_cast<const char*>(p);
+    return c >= a.encoded.data() && c < a.encoded.data() + a.encoded.size();
+  };
+  int borrowed = 0;
+  for (const Value* v : m->graph->initializers)
+    if (v->constant->nbytes() > 0) borrowed += inside(v->constant->raw()) ? 1 : 0;
+  // Every constant stored beside the IR text (small ones are printed inline).
+  ASSERT_FALSE(a.constants.empty());
+  EXPECT_EQ(borrowed, static_cast<int>(a.constants.size()));
+  ArtifactContents in_memory = decode_artifact(bytes_);
+  const std::unique_ptr<Model> copied = artifact_model(in_memory);
+  for (const Value* v : copied->graph->initializers)
+    if (v->constant->nbytes() > 0) EXPECT_FALSE(inside(v->constant->raw())) << v->name;
+}
+
 TEST_F(ArtifactTest, TruncatedFilesGiveOneClearError) {
   for (size_t n : {size_t{0}, size_t{3}, size_t{8}, size_t{11}, size_t{20}, size_t{40}, bytes_.size() / 2,
                    bytes_.size() - 1}) {
