@@ -2,7 +2,8 @@
 # Builds tessel for the GPU machine (docs/codegen_cuda.md) in build-gpu/:
 # without the LLVM CPU code generator (the reference target stays), with
 # protobuf, libstdc++ and libgcc linked statically, then copies the stripped
-# `tessel` and `tessel_gpu_tests` into gpu-bundle/ (git-ignored), which a
+# `tessel` and `tessel_gpu_tests` into gpu-bundle/ (git-ignored), with the
+# runtime library installed into gpu-bundle/runtime (component runtime), which a
 # device run carries. Fails when a binary needs a shared library beyond the C
 # library (that machine has none of our Debian libraries) or when the bundle
 # is over 40 MiB. The model skeletons of ../shared/models go into
@@ -28,13 +29,15 @@ if [ ! -f "$build/build.ninja" ]; then
   cmake -G Ninja -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DTESSEL_WITH_LLVM=OFF -DTESSEL_PORTABLE=ON -DTESSEL_PYTHON=OFF \
     "${launcher[@]}" >/dev/null
 fi
-cmake --build "$build" --target tessel tessel_gpu_tests -- -j"${JOBS:-$(nproc)}"
+cmake --build "$build" --target tessel tessel_gpu_tests tessel_runtime_shared -- -j"${JOBS:-$(nproc)}"
 
 rm -rf "$bundle"
 mkdir -p "$bundle"
 for b in tessel tessel_gpu_tests; do
   strip -o "$bundle/$b" "$build/bin/$b"
 done
+# The deployable runtime, as a program on that machine finds it (find_package(tessel)).
+cmake --install "$build" --component runtime --prefix "$bundle/runtime" --strip >/dev/null
 
 gpu_python="${TESSEL_GPU_PYTHON:-$( (ls /root/.pyenv/versions/3.12.*/bin/python3 2>/dev/null || command -v python3.12) | tail -1)}"
 # A fresh pyenv 3.12 lacks nanobind: install it there (from PyPI) rather than
@@ -59,7 +62,7 @@ fi
 # Only the C library, the math library and the loader may stay shared
 # (libdl/libpthread/librt are part of glibc since 2.34, and present before).
 status=0
-for f in "$bundle"/tessel "$bundle"/tessel_gpu_tests; do  # (the Python module needs libstdc++: Python has it)
+for f in "$bundle"/tessel "$bundle"/tessel_gpu_tests "$bundle"/runtime/lib*/libtessel_runtime.so; do  # (the Python module needs libstdc++: Python has it)
   extra=$(ldd "$f" | grep -vE 'linux-vdso|ld-linux|/libc\.so|/libm\.so|/libdl\.so|/libpthread\.so|/librt\.so' || true)
   if [ -n "$extra" ]; then
     echo "error: $f needs shared libraries the GPU machine may not have:" >&2
@@ -68,7 +71,7 @@ for f in "$bundle"/tessel "$bundle"/tessel_gpu_tests; do  # (the Python module n
   fi
 done
 
-size=$(du -cb "$bundle"/* | tail -1 | cut -f1)
+size=$(du -cb "$bundle"/* | tail -1 | cut -f1)  # (the models and wheels below are not counted)
 
 # The model skeletons and materialize.py, for bench/gpu_models.py and
 # tools/compare_models.py there (the device copy of the checkout lacks

@@ -7,6 +7,8 @@
 #   scripts/gpu_check.sh models   # the eight models, --target cuda, fp32 vs ONNX Runtime (batch 1)
 #   scripts/gpu_check.sh bf16     # the same at --precision bf16: relative L2 vs the fp32 reference
 #   scripts/gpu_check.sh python   # the Python package on CUDA tensors: tests/python/test_cuda.py, overhead per call
+#   scripts/gpu_check.sh deploy   # CUDA artifacts through the C API: tests/deploy/test_deploy.py --target cuda
+#                                 # (c_app, cpp_app against the bundle's runtime), bench/artifact_load.py cold starts
 #   scripts/gpu_check.sh torch -- --only bert          # bench/torch_compile_gpu.py: torch.compile tessel vs Inductor
 #   scripts/gpu_check.sh bench -- --only resnet50:1   # bench/gpu_models.py (tessel vs torch)
 #   scripts/gpu_check.sh kernels -- --only attention  # bench/gpu_kernels.py (GEMM 4096/8192, attention: tessel vs torch)
@@ -140,8 +142,25 @@ run_stage() {
       done
       return $st
       ;;
+    deploy)
+      python3 tools/compare_models.py --models-dir gpu-bundle/models --out $models \
+        --models resnet18.ts17,resnet50.ts17,bert_base.ts17 --materialize-only >/dev/null || return 1
+      python3 tests/deploy/test_deploy.py --prefix gpu-bundle/runtime --tessel $bin --target cuda --models $models \
+        2>&1 | tee "$out/deploy.log" | tail -25
+      local st=${PIPESTATUS[0]}
+      local app=/tmp/tessel-c-app
+      cmake -S examples/c_app -B $app -DCMAKE_PREFIX_PATH="$here/gpu-bundle/runtime" -DCMAKE_BUILD_TYPE=Release >/dev/null &&
+        cmake --build $app >/dev/null || return 1
+      for p in "" bf16; do
+        python3 bench/artifact_load.py --tessel $bin --c-app $app/c_app --models-dir $models --target cuda \
+          ${p:+--precision $p} --models resnet50.ts17,bert_base.ts17 --runs "${RUNS:-5}" "$@" 2>&1 |
+          tee -a "$out/artifact_load_cuda.log"
+        st=$((st || PIPESTATUS[0]))
+      done
+      return $st
+      ;;
     *)
-      echo "usage: scripts/gpu_check.sh STAGE... [-- options for the last stage]; stages: tests models bf16 python torch bench kernels ncu" >&2
+      echo "usage: scripts/gpu_check.sh STAGE... [-- options for the last stage]; stages: tests models bf16 python deploy torch bench kernels ncu" >&2
       return 2
       ;;
   esac

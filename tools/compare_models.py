@@ -214,7 +214,7 @@ def compile_cuda_kernels(args, res, model_path, feeds, work):
     """`tessel compile --target cuda` at the inputs' shapes: every kernel through NVRTC."""
     os.makedirs(work, exist_ok=True)
     cmd = [args.tessel, "compile", model_path, "--target", "cuda", "--cuda-arch", args.cuda_compile_only,
-           "--precision", args.precision, "-o", os.path.join(work, "kernels.cubin"), "--json"]
+           "--precision", args.precision, "-o", os.path.join(work, "kernels.tsl"), "--json"]
     for sym, n in symbol_bindings(model_path, feeds).items():
         cmd += ["--dim", f"{sym}={n}"]
     doc = run_tessel(args, cmd + args.tessel_arg, res)
@@ -310,7 +310,7 @@ def main():
         status = "OK  " if r["ok"] else "FAIL"
         if args.cuda_compile_only:
             line = (f"{r.get('kernels', '?')} kernels ({r.get('distinct_kernels', '?')} distinct), "
-                    f"{r.get('interpreter_nodes', '?')} interpreter nodes, cubin {r.get('bytes', 0)} bytes, "
+                    f"{r.get('interpreter_nodes', '?')} interpreter nodes, artifact {r.get('bytes', 0)} bytes, "
                     f"wall {r.get('tessel_wall_s', float('nan')):.1f} s{' (cached)' if r.get('cache_hit') else ''}")
         else:
             err = f"max err {r['max_err']:.3g} (allowed {r['allowed']:.3g}, max|ref| {r['max_ref']:.3g})" if "max_err" in r else ""

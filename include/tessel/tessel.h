@@ -39,7 +39,7 @@
 extern "C" {
 #endif
 
-#define TESSEL_C_API_VERSION 1
+#define TESSEL_C_API_VERSION 2
 #define TESSEL_MAX_RANK 16
 
 typedef enum tessel_status {
@@ -70,9 +70,13 @@ typedef enum tessel_dtype {
   TESSEL_BF16 = 16
 } tessel_dtype;
 
+/* Where a model runs: what its artifact was compiled for (`tessel compile
+ * --target cuda` makes CUDA artifacts; they run on device 0 through the
+ * CUDA driver, which this library opens at run time, so it links no CUDA
+ * library itself). */
 typedef enum tessel_device {
   TESSEL_DEVICE_CPU = 0,
-  TESSEL_DEVICE_CUDA = 1 /* reserved: CUDA artifacts are not loadable by this library yet */
+  TESSEL_DEVICE_CUDA = 1
 } tessel_device;
 
 /* A dense row-major tensor in the caller's memory. For an input, `shape`
@@ -89,7 +93,9 @@ typedef struct tessel_tensor {
 
 typedef struct tessel_load_options {
   size_t struct_size; /* sizeof(tessel_load_options): lets the struct grow */
-  int threads;        /* worker threads, the caller's included; 0: one per core */
+  int threads;        /* CPU models: worker threads, the caller's included; 0: one per core */
+  /* The artifact decides where the model runs; TESSEL_DEVICE_CUDA also
+   * refuses (TESSEL_ERROR_LOAD) an artifact compiled for the CPU. */
   tessel_device device;
 } tessel_load_options;
 
@@ -123,12 +129,33 @@ size_t tessel_num_outputs(const tessel_model* model);
 tessel_status tessel_input_info(const tessel_model* model, size_t index, tessel_value_info* info);
 tessel_status tessel_output_info(const tessel_model* model, size_t index, tessel_value_info* info);
 
+/* The device the model runs on (TESSEL_DEVICE_CPU for a null model). */
+tessel_device tessel_model_device(const tessel_model* model);
+
 /* Runs the model: inputs in the order of tessel_input_info, outputs in the
- * order of tessel_output_info. Symbolic dims are bound from the inputs'
- * shapes. On TESSEL_ERROR_OUTPUT (a buffer too small) the outputs' shapes
- * are still written, so the caller can size the buffers and run again. */
+ * order of tessel_output_info, all in host memory (a CUDA model copies them
+ * to and from the device and waits). Symbolic dims are bound from the
+ * inputs' shapes. On TESSEL_ERROR_OUTPUT (a buffer too small) the outputs'
+ * shapes are still written, so the caller can size the buffers and run
+ * again. */
 tessel_status tessel_run(const tessel_model* model, const tessel_tensor* inputs, size_t num_inputs,
                          tessel_tensor* outputs, size_t num_outputs);
+
+/* CUDA models only: one run whose tensors' `data` are device addresses
+ * (the caller's memory on device 0, read and written in place: no copies),
+ * issued on `stream` (a CUstream / cudaStream_t; NULL is the legacy default
+ * stream) and not waited for. Output buffers must hold the outputs' sizes
+ * (tessel_output_shape tells them); their shapes are written before the
+ * call returns. Runs of one model stay in order whichever streams they use.
+ * A kernel's failed assertion is reported (TESSEL_ERROR_RUN) by the model's
+ * next call, or by tessel_synchronize. TESSEL_ERROR_UNSUPPORTED for a CPU
+ * model. */
+tessel_status tessel_run_device(const tessel_model* model, const tessel_tensor* inputs, size_t num_inputs,
+                                tessel_tensor* outputs, size_t num_outputs, void* stream);
+
+/* Waits until the model's last tessel_run_device is done; TESSEL_ERROR_RUN
+ * with its failed assertion, if any. TESSEL_OK at once for a CPU model. */
+tessel_status tessel_synchronize(const tessel_model* model);
 
 /* The shape output `index` will have for these inputs (their data is not
  * read), written to `shape` (TESSEL_MAX_RANK entries of room) and `*rank`:

@@ -448,20 +448,36 @@ class CliTest(unittest.TestCase):
 
     def test_compile_for_cuda_needs_no_gpu(self):
         p = self.save_model(add_model())
-        cubin = self.path("k.cubin")
-        code, out, err = self.tessel("compile", p, "--target", "cuda", "--cuda-arch", "sm_90a", "-o", cubin,
+        art = self.path("k.tsl")
+        code, out, err = self.tessel("compile", p, "--target", "cuda", "--cuda-arch", "sm_90a,sm_80", "-o", art,
                                      "--dim", "batch=4", "--json")
         if code != 0 and "NVRTC" in err:
             self.skipTest("NVRTC is not available: " + err.strip())
         self.assertEqual(code, 0, err)
         doc = json.loads(out)
-        self.assertEqual((doc["target"], doc["arch"], doc["output"]), ("cuda", "sm_90a", cubin))
+        self.assertEqual((doc["target"], doc["arch"], doc["output"]), ("cuda", "sm_90a,sm_80", art))
         self.assertGreaterEqual(doc["kernels"], 1)
         self.assertEqual(doc["interpreter_nodes"], 0)
-        with open(cubin, "rb") as f:
+        with open(art, "rb") as f:
             data = f.read()
-        self.assertEqual(data[:4], b"\x7fELF")  # a cubin is an ELF image
+        self.assertEqual(data[:8], b"TESSELX1")  # an artifact, holding a cubin (an ELF image) per architecture
+        self.assertEqual(data.count(b"\x7fELF"), 2)
         self.assertEqual(len(data), doc["bytes"])
+        # The CPU path refuses it, saying what it is; without a GPU --target cuda says what is missing.
+        code, _, err = self.tessel("run", art)
+        self.assertEqual(code, 1)
+        self.assertIn("is an artifact for cuda (sm_90a, sm_80), not for the CPU", self.assert_one_error_line(err, art))
+        if not os.path.exists("/dev/nvidia0"):
+            code, _, err = self.tessel("run", art, "--target", "cuda")
+            self.assertEqual(code, 1)
+            self.assert_one_error_line(err, art)
+        _, out, _ = self.tessel("inspect", art, expect=0)  # its model, after the pass pipeline
+        self.assertIn("Add", out)
+        for bad in ("sm_90a,,sm_80", "sm_80,sm_80"):
+            code, _, err = self.tessel("compile", p, "--target", "cuda", "--cuda-arch", bad, "-o", self.path("b.tsl"))
+            self.assertEqual(code, 1)
+            self.assertIn("--cuda-arch", self.assert_one_error_line(err, p))
+        self.assertFalse(os.path.exists(self.path("b.tsl")))
         # The GPU plan is inspectable without a GPU; CPU code is not what --target cuda shows.
         _, out, _ = self.tessel("inspect", p, "--target", "cuda", "--emit", "loop", "--dim", "batch=4", expect=0)
         self.assertIn("gpu.", out)

@@ -2,15 +2,21 @@
 """The deployable runtime end to end (docs/deploy.md).
 
     test_deploy.py --build BUILD_DIR --models MODELS_DIR [unittest options]
+    test_deploy.py --prefix RUNTIME_PREFIX --tessel TESSEL --target cuda --models DIR   (the GPU machine)
 
 Installs BUILD_DIR (`cmake --install`, components runtime and cli) into a
-scratch prefix, builds examples/c_app and examples/cpp_app against the
-installed tree with find_package(tessel), and checks that:
+scratch prefix (or takes an installed runtime's --prefix and a --tessel
+binary), builds examples/c_app and examples/cpp_app against the installed
+tree with find_package(tessel), and checks that:
   - libtessel_runtime and both programs need no LLVM, protobuf or CUDA
-    library, and the runtime exports the C API alone;
-  - ResNet-18 and BERT artifacts run through both programs with outputs
-    bitwise equal to `tessel run` of the same artifact and inputs;
-  - damaged, foreign and missing artifacts end the C program with one error
+    library (the CUDA driver is opened at run time), and the runtime exports
+    the C API alone;
+  - ResNet-18 and BERT artifacts (--target cpu: compiled for the CPU;
+    --target cuda: for the GPU, run through the same C API) run through both
+    programs with outputs bitwise equal to `tessel run` of the same artifact
+    and inputs;
+  - damaged, foreign and missing artifacts, a CUDA artifact without a GPU
+    and one for another GPU architecture end the C program with one error
     line and exit status 1.
 """
 import argparse
@@ -49,10 +55,14 @@ class Deploy(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="tessel_deploy_")
-        cls.prefix = os.path.join(cls.tmp, "prefix")
-        for comp in ("runtime", "cli"):
-            check(["cmake", "--install", ARGS.build, "--prefix", cls.prefix, "--component", comp, "--strip"])
-        cls.tessel = os.path.join(cls.prefix, "bin", "tessel")
+        if ARGS.prefix:
+            cls.prefix = os.path.abspath(ARGS.prefix)
+        else:
+            cls.prefix = os.path.join(cls.tmp, "prefix")
+            for comp in ("runtime", "cli"):
+                check(["cmake", "--install", ARGS.build, "--prefix", cls.prefix, "--component", comp, "--strip"])
+        cls.tessel = os.path.abspath(ARGS.tessel) if ARGS.tessel else os.path.join(cls.prefix, "bin", "tessel")
+        cls.target = ["--target", ARGS.target]
         gen = ["-G", "Ninja"] if shutil.which("ninja") else []
         cls.apps = {}
         for app in ("c_app", "cpp_app"):
@@ -84,7 +94,7 @@ class Deploy(unittest.TestCase):
         if not os.path.exists(src):
             self.fail(f"{src} is missing: materialize the models first (ctest fixture models_files)")
         out = os.path.join(self.tmp, model + ".tsl")
-        check([self.tessel, "compile", src, *sum((["--dim", d] for d in dims), []), "-o", out])
+        check([self.tessel, "compile", src, *self.target, *sum((["--dim", d] for d in dims), []), "-o", out])
         return out
 
     def same_outputs(self, artifact, inputs):
@@ -97,7 +107,7 @@ class Deploy(unittest.TestCase):
             npy_args += ["--input", f"{name}={os.path.join(work, name + '.npy')}"]
             bin_args.append(f"{name}={os.path.join(work, name + '.bin')}")
         ref = os.path.join(work, "ref")
-        check([self.tessel, "run", artifact, *npy_args, "--save-outputs", ref])
+        check([self.tessel, "run", artifact, *self.target, *npy_args, "--save-outputs", ref])
         want = np.load(os.path.join(ref, "output_0.npy"))
         for app, exe in self.apps.items():
             out = os.path.join(work, app)
@@ -122,6 +132,8 @@ class Deploy(unittest.TestCase):
         self.same_outputs(art, {"input_ids": ids, "attention_mask": mask})
 
     def test_portable_artifact_runs_and_foreign_cpu_is_refused(self):
+        if ARGS.target != "cpu":
+            self.skipTest("CPU artifacts (this run checks --target cuda)")
         # x86-64-v3 (AVX2, FMA) runs on every CPU these tests run on.
         art = os.path.join(self.tmp, "r18_v3.tsl")
         check([self.tessel, "compile", os.path.join(ARGS.models, "resnet18.ts17.onnx"), "--dim", "batch=1",
@@ -140,6 +152,26 @@ class Deploy(unittest.TestCase):
         self.assertIn("+avx512f", r.stderr)
         self.assertIn("which this CPU lacks (compiled for x86-64-v4)", r.stderr)
 
+    def one_error_line(self, artifact, expect):
+        r = run([self.apps["c_app"], artifact, self.tmp])
+        self.assertEqual(r.returncode, 1, r.stderr)
+        lines = r.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertIn("error: load: load error:", lines[0])
+        self.assertIn(expect, lines[0])
+
+    def test_cuda_artifact_without_a_gpu_or_for_another_gpu_is_refused(self):
+        src = os.path.join(ARGS.models, "resnet18.ts17.onnx")
+        art = os.path.join(self.tmp, "r18_sm80.tsl")
+        r = run([self.tessel, "compile", src, "--target", "cuda", "--cuda-arch", "sm_80", "--dim", "batch=1", "-o", art])
+        if r.returncode != 0 and "NVRTC" in r.stderr:
+            self.skipTest("NVRTC is not available: " + r.stderr.strip())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        if os.path.exists("/dev/nvidia0"):
+            self.one_error_line(art, "compiled for sm_80, which this GPU")  # an H100/H200 runs sm_90 code only
+        else:
+            self.one_error_line(art, "CUDA")
+
     def test_hostile_artifacts_end_with_one_error(self):
         art = self.compile_artifact("resnet18.ts17", ["batch=1"])
         good = read_bytes(art)
@@ -154,12 +186,8 @@ class Deploy(unittest.TestCase):
             p = os.path.join(self.tmp, "bad_" + name + ".tsl")
             with open(p, "wb") as f:
                 f.write(data)
-            r = run([self.apps["c_app"], p, self.tmp])
-            self.assertEqual(r.returncode, 1, f"{name}: exit {r.returncode}\n{r.stderr}")
-            lines = r.stderr.strip().splitlines()
-            self.assertEqual(len(lines), 1, f"{name}: {r.stderr}")
-            self.assertIn("error: load: load error:", lines[0])
-            self.assertIn(expect, lines[0], name)
+            with self.subTest(name):
+                self.one_error_line(p, expect)
         r = run([self.apps["c_app"], os.path.join(self.tmp, "no_such.tsl"), self.tmp])
         self.assertEqual(r.returncode, 1)
         self.assertIn("no such file", r.stderr)
@@ -170,6 +198,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--models", default=os.path.join(ROOT, "build", "models"))
+    ap.add_argument("--prefix", help="an installed runtime (component runtime) to build the programs against")
+    ap.add_argument("--tessel", help="the tessel CLI (default: PREFIX/bin/tessel)")
+    ap.add_argument("--target", choices=("cpu", "cuda"), default="cpu", help="what the artifacts are compiled for")
     ARGS, rest = ap.parse_known_args()
     unittest.main(argv=[sys.argv[0], *rest], verbosity=2)
 

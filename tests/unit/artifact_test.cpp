@@ -106,11 +106,18 @@ TEST_F(ArtifactTest, DamagedAndForeignFilesAreRefused) {
   EXPECT_NE(load_error(version).find("format version 7"), std::string::npos);
   EXPECT_EQ(load_error("PK\x03\x04 a zip file, say"), "not a tessel artifact");
   EXPECT_NE(load_error(bytes_ + "x").find("after the payload"), std::string::npos);
-  // Damage is named by its section: the header's third checksum is the constants'.
+  // Damage is named by its section: the header's third checksum is the
+  // constants', the fourth the cuda section's (a CPU artifact's holds its
+  // empty list of cubins: the file's last 8 bytes).
   std::string weights = bytes_;
-  weights[weights.size() - 1] ^= 0x01;
+  size_t last_weight = weights.size() - 9;
+  while (weights[last_weight] == 0) --last_weight;  // skip the padding in front of the cuda section
+  weights[last_weight] ^= 0x01;
   EXPECT_NE(load_error(weights).find("checksum mismatch in its constants section"), std::string::npos)
       << load_error(weights);
+  std::string cuda = bytes_;
+  cuda[cuda.size() - 8] ^= 0x01;
+  EXPECT_NE(load_error(cuda).find("checksum mismatch in its cuda section"), std::string::npos) << load_error(cuda);
   std::string code = bytes_;
   const size_t elf = code.find("\x7f" "ELF");
   ASSERT_NE(elf, std::string::npos);

@@ -134,6 +134,22 @@ TEST_F(CApi, BadInputsAreStatusesWithMessages) {
   EXPECT_EQ(status({TESSEL_F32, 2, shape2, x.data(), nbytes}, ""), TESSEL_OK);  // and the model still runs
 }
 
+TEST_F(CApi, ACpuModelHasNoDeviceRuns) {
+  EXPECT_EQ(tessel_model_device(m_), TESSEL_DEVICE_CPU);
+  EXPECT_EQ(tessel_synchronize(m_), TESSEL_OK);
+  int64_t in_shape[2] = {1, 16}, out_shape[TESSEL_MAX_RANK];
+  float x[16] = {}, y[10];
+  tessel_tensor in{TESSEL_F32, 2, in_shape, x, sizeof x};
+  tessel_tensor out{TESSEL_F32, 0, out_shape, y, sizeof y};
+  EXPECT_EQ(tessel_run_device(m_, &in, 1, &out, 1, nullptr), TESSEL_ERROR_UNSUPPORTED);
+  // Asking for a CUDA model refuses a CPU artifact, saying what it is for.
+  tessel_model* other = nullptr;
+  tessel_load_options o{sizeof o, 0, TESSEL_DEVICE_CUDA};
+  EXPECT_EQ(tessel_load(path_.c_str(), &o, &other), TESSEL_ERROR_LOAD);
+  EXPECT_EQ(other, nullptr);
+  EXPECT_NE(std::string(tessel_last_error()).find("is an artifact for cpu ("), std::string::npos) << tessel_last_error();
+}
+
 TEST_F(CApi, TooSmallOutputStillGetsItsShape) {
   std::vector<float> x(3 * 16, 0.25f), y;
   std::vector<int64_t> shape;
@@ -160,8 +176,11 @@ TEST(CApiCalls, NullsAndMissingFilesAreStatuses) {
   EXPECT_NE(std::string(tessel_last_error()).find("no such file"), std::string::npos) << tessel_last_error();
   tessel_load_options o{0, 0, TESSEL_DEVICE_CPU};
   EXPECT_EQ(tessel_load("x.tsl", &o, &m), TESSEL_ERROR_INVALID_ARGUMENT);
-  o = {sizeof o, 0, TESSEL_DEVICE_CUDA};
-  EXPECT_EQ(tessel_load("x.tsl", &o, &m), TESSEL_ERROR_UNSUPPORTED);
+  o = {sizeof o, 0, static_cast<tessel_device>(7)};
+  EXPECT_EQ(tessel_load("x.tsl", &o, &m), TESSEL_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(tessel_run_device(nullptr, nullptr, 0, nullptr, 0, nullptr), TESSEL_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(tessel_synchronize(nullptr), TESSEL_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(tessel_model_device(nullptr), TESSEL_DEVICE_CPU);
   EXPECT_EQ(tessel_run(nullptr, nullptr, 0, nullptr, 0), TESSEL_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(tessel_num_inputs(nullptr), 0u);
   tessel_value_info info;

@@ -198,5 +198,24 @@ TEST(LoopParser, ErrorsHaveLineAndColumn) {
   expect_parse_error("kernel k(out %o: i8[4]) {\n  o[0] = 300i8 $\n}\n", "2:16", "unexpected character");
 }
 
+// Launch geometry in an artifact is stored as expression text over the
+// kernel's syms (runtime/cuda/gpu_artifact.h) and must come back the same.
+TEST(LoopParser, StandaloneExpressionsRoundTrip) {
+  const Expr n = var("n"), s = var("seq");
+  for (const Expr& e : {Expr(int_imm(DType::I64, 7)), floordiv(n * s + int_imm(DType::I64, 127), int_imm(DType::I64, 128)),
+                        min(max(n - int_imm(DType::I64, 1), int_imm(DType::I64, 0)), floormod(s, int_imm(DType::I64, 3))),
+                        select(binary(BinaryOp::Lt, n, s), n, s)}) {
+    const std::string text = print(e);
+    EXPECT_EQ(print(parse_expr(text, {"n", "seq"})), text);
+  }
+}
+
+TEST(LoopParser, StandaloneExpressionsRejectUnknownNamesAndTrailingText) {
+  EXPECT_THROW(parse_expr("n + 1", {"m"}), Error);
+  EXPECT_THROW(parse_expr("n + 1 2", {"n"}), Error);
+  EXPECT_THROW(parse_expr("x[0]", {"n"}), Error);
+  EXPECT_THROW(parse_expr("", {"n"}), Error);
+}
+
 }  // namespace
 }  // namespace tessel::loop

@@ -1,5 +1,5 @@
-// The C API (include/tessel/tessel.h) over the runtime's artifact loader and
-// Executable. Compiled only into libtessel_runtime (the shared library a
+// The C API (include/tessel/tessel.h) over the runtime's artifact loaders,
+// Executable (CPU artifacts) and GpuExecutable (CUDA artifacts). Compiled only into libtessel_runtime (the shared library a
 // deployed program links), whose version script exports the tessel_*
 // functions alone. Every entry point catches everything: no exception
 // crosses into C.
@@ -16,6 +16,7 @@
 
 #include "tessel/interp/interpreter.h"
 #include "tessel/runtime/artifact_loader.h"
+#include "tessel/runtime/cuda/gpu_artifact.h"
 #include "tessel/runtime/executable.h"
 #include "tessel/support/error.h"
 
@@ -29,8 +30,14 @@ struct tessel_model {
     std::vector<const char*> name_ptrs;     // into `names`, NULL for fixed dims
     const tessel::Type* type = nullptr;     // declared (in the executable's model)
   };
+  // Exactly one is set: a CPU artifact's executable or a CUDA artifact's.
   std::unique_ptr<tessel::Executable> exe;
+  std::unique_ptr<tessel::GpuExecutable> gpu;
   std::vector<Info> inputs, outputs;
+  const tessel::Model& model() const { return exe ? exe->model() : gpu->model(); }
+  std::vector<tessel::RtValue> run(const std::vector<tessel::RtValue>& in) const {
+    return exe ? exe->run(in) : gpu->run(in);
+  }
 };
 
 namespace {
@@ -95,11 +102,14 @@ tessel_status guarded(tessel_status on_error, F&& body) {
   }
 }
 
+enum class Data { None, Host, Device };
+
 // Checks one input against its declared type and binds its symbols; the
-// tensor over the caller's memory (no copy).
-// (`with_data` false: only the shape is looked at.)
+// tensor over the caller's memory (no copy). Data::None looks at the shape
+// only; Data::Device checks the size and returns an empty tensor (the data
+// is not host memory).
 tessel::Tensor input_tensor(const tessel_model::Info& info, const tessel_tensor& t, size_t index,
-                            std::map<std::string, int64_t>& bound, bool with_data = true) {
+                            std::map<std::string, int64_t>& bound, Data data = Data::Host) {
   const std::string which = "input " + std::to_string(index) + " ('" + info.name + "')";
   TS_CHECK(c_dtype(static_cast<DType>(t.dtype)), which, ": unknown dtype ", int(t.dtype));
   TS_CHECK(t.rank <= TESSEL_MAX_RANK, which, ": rank ", t.rank, " over ", TESSEL_MAX_RANK);
@@ -112,9 +122,10 @@ tessel::Tensor input_tensor(const tessel_model::Info& info, const tessel_tensor&
   }
   // The interpreter's check: dtype, rank, fixed dims, symbols bound consistently.
   tessel::check_dims_match(static_cast<DType>(t.dtype), shape, *info.type, which, &bound);
-  if (!with_data) return {};
+  if (data == Data::None) return {};
   TS_CHECK(uint64_t(bytes) == t.nbytes, which, ": nbytes ", t.nbytes, ", its shape and dtype make ", bytes);
   TS_CHECK(bytes == 0 || t.data, which, ": no data");
+  if (data == Data::Device) return {};
   return tessel::Tensor::borrow(static_cast<DType>(t.dtype), std::move(shape), t.data, nullptr);
 }
 
@@ -151,6 +162,18 @@ tessel_status value_info(const tessel_model* m, size_t index, tessel_value_info*
   return TESSEL_OK;
 }
 
+// As many inputs and outputs as the model has (TESSEL_OK), else a status naming `fn`.
+tessel_status check_counts(const tessel_model& m, const char* fn, const tessel_tensor* inputs, size_t num_inputs,
+                           const tessel_tensor* outputs, size_t num_outputs) {
+  if (num_inputs != m.inputs.size() || (num_inputs > 0 && !inputs))
+    return failure(TESSEL_ERROR_INPUT, std::string(fn) + ": the model takes " + std::to_string(m.inputs.size()) +
+                                           " inputs, got " + std::to_string(num_inputs));
+  if (num_outputs != m.outputs.size() || (num_outputs > 0 && !outputs))
+    return failure(TESSEL_ERROR_OUTPUT, std::string(fn) + ": the model has " + std::to_string(m.outputs.size()) +
+                                            " outputs, got room for " + std::to_string(num_outputs));
+  return TESSEL_OK;
+}
+
 }  // namespace
 
 extern "C" {
@@ -181,26 +204,34 @@ tessel_status tessel_load(const char* path, const tessel_load_options* options, 
   if (!path || !model) return failure(TESSEL_ERROR_INVALID_ARGUMENT, "tessel_load: null path or model pointer");
   *model = nullptr;
   tessel::ExecutableOptions eo;
+  bool want_cuda = false;
   if (options) {
     if (options->struct_size < sizeof(tessel_load_options))
       return failure(TESSEL_ERROR_INVALID_ARGUMENT, "tessel_load: options.struct_size is not sizeof(tessel_load_options)");
-    if (options->device == TESSEL_DEVICE_CUDA)
-      return failure(TESSEL_ERROR_UNSUPPORTED, "tessel_load: CUDA artifacts are not supported by this runtime yet");
-    if (options->device != TESSEL_DEVICE_CPU || options->threads < 0)
+    if ((options->device != TESSEL_DEVICE_CPU && options->device != TESSEL_DEVICE_CUDA) || options->threads < 0)
       return failure(TESSEL_ERROR_INVALID_ARGUMENT, "tessel_load: bad device or threads");
     eo.threads = options->threads;
+    want_cuda = options->device == TESSEL_DEVICE_CUDA;
   }
   return guarded(TESSEL_ERROR_LOAD, [&] {
     const std::string p(path);
     auto m = std::make_unique<tessel_model>();
     try {
-      m->exe = tessel::load_artifact(p, eo);
+      tessel::ArtifactContents a = tessel::read_artifact(p);
+      TS_CHECK(!want_cuda || !a.cuda.empty(), "is an artifact for ", tessel::artifact_target(a),
+               ", not for TESSEL_DEVICE_CUDA (compile it with --target cuda)");
+      if (a.cuda.empty()) {
+        m->exe = tessel::load_artifact(p, eo);
+      } else {
+        m->gpu = tessel::load_cuda_artifact(a);
+        m->gpu->retain(a.storage);
+      }
     } catch (const tessel::Error& e) {
       const bool artifact = tessel::is_artifact_file(p);
       return failure(TESSEL_ERROR_LOAD, p + ": " + e.what() +
                                             (artifact ? "" : " (the runtime loads artifacts: `tessel compile MODEL -o FILE` makes one)"));
     }
-    const tessel::Graph& g = *m->exe->model().graph;
+    const tessel::Graph& g = *m->model().graph;
     for (const tessel::Value* v : g.inputs) m->inputs.push_back(info_of(*v));
     for (const tessel::Value* v : g.outputs) m->outputs.push_back(info_of(*v));
     *model = m.release();
@@ -224,12 +255,8 @@ tessel_status tessel_output_info(const tessel_model* model, size_t index, tessel
 tessel_status tessel_run(const tessel_model* model, const tessel_tensor* inputs, size_t num_inputs,
                          tessel_tensor* outputs, size_t num_outputs) {
   if (!model) return failure(TESSEL_ERROR_INVALID_ARGUMENT, "tessel_run: null model");
-  if (num_inputs != model->inputs.size() || (num_inputs > 0 && !inputs))
-    return failure(TESSEL_ERROR_INPUT, "tessel_run: the model takes " + std::to_string(model->inputs.size()) +
-                                           " inputs, got " + std::to_string(num_inputs));
-  if (num_outputs != model->outputs.size() || (num_outputs > 0 && !outputs))
-    return failure(TESSEL_ERROR_OUTPUT, "tessel_run: the model has " + std::to_string(model->outputs.size()) +
-                                            " outputs, got room for " + std::to_string(num_outputs));
+  if (const tessel_status s = check_counts(*model, "tessel_run", inputs, num_inputs, outputs, num_outputs); s != TESSEL_OK)
+    return s;
   for (size_t i = 0; i < num_outputs; ++i)
     if (!outputs[i].shape || (outputs[i].nbytes > 0 && !outputs[i].data))
       return failure(TESSEL_ERROR_OUTPUT, "tessel_run: output " + std::to_string(i) + " has no shape or data array");
@@ -242,7 +269,7 @@ tessel_status tessel_run(const tessel_model* model, const tessel_tensor* inputs,
   if (s != TESSEL_OK) return s;
   std::vector<tessel::RtValue> results;
   s = guarded(TESSEL_ERROR_RUN, [&] {
-    results = model->exe->run(in);
+    results = model->run(in);
     return TESSEL_OK;
   });
   if (s != TESSEL_OK) return s;
@@ -256,6 +283,77 @@ tessel_status tessel_run(const tessel_model* model, const tessel_tensor* inputs,
   return why.empty() ? TESSEL_OK : failure(TESSEL_ERROR_OUTPUT, why);
 }
 
+tessel_device tessel_model_device(const tessel_model* model) {
+  return model && model->gpu ? TESSEL_DEVICE_CUDA : TESSEL_DEVICE_CPU;
+}
+
+tessel_status tessel_run_device(const tessel_model* model, const tessel_tensor* inputs, size_t num_inputs,
+                                tessel_tensor* outputs, size_t num_outputs, void* stream) {
+  if (!model) return failure(TESSEL_ERROR_INVALID_ARGUMENT, "tessel_run_device: null model");
+  if (!model->gpu) return failure(TESSEL_ERROR_UNSUPPORTED, "tessel_run_device: a CPU model (use tessel_run)");
+  if (const tessel_status s = check_counts(*model, "tessel_run_device", inputs, num_inputs, outputs, num_outputs); s != TESSEL_OK)
+    return s;
+  std::vector<tessel::DeviceTensorRef> refs;
+  tessel_status s = guarded(TESSEL_ERROR_INPUT, [&] {
+    std::map<std::string, int64_t> bound;
+    for (size_t i = 0; i < num_inputs; ++i) {
+      input_tensor(model->inputs[i], inputs[i], i, bound, Data::Device);
+      tessel::DeviceTensorRef r;
+      r.dtype = static_cast<DType>(inputs[i].dtype);
+      r.dims.assign(inputs[i].shape, inputs[i].shape + inputs[i].rank);
+      r.device = reinterpret_cast<uint64_t>(inputs[i].data);
+      refs.push_back(std::move(r));
+    }
+    return TESSEL_OK;
+  });
+  if (s != TESSEL_OK) return s;
+  std::vector<std::vector<int64_t>> dims;
+  s = guarded(TESSEL_ERROR_RUN, [&] {
+    dims = model->gpu->output_dims(refs);
+    return TESSEL_OK;
+  });
+  if (s != TESSEL_OK) return s;
+  std::vector<uint64_t> out_ptrs;
+  std::string why;
+  for (size_t i = 0; i < num_outputs; ++i) {
+    tessel_tensor& o = outputs[i];
+    const std::string which = "output " + std::to_string(i);
+    if (!o.shape) return failure(TESSEL_ERROR_OUTPUT, "tessel_run_device: " + which + " has no shape array");
+    if (dims[i].size() > TESSEL_MAX_RANK) return failure(TESSEL_ERROR_OUTPUT, which + ": rank over TESSEL_MAX_RANK");
+    o.rank = dims[i].size();
+    int64_t bytes = 0;
+    s = guarded(TESSEL_ERROR_OUTPUT, [&] {
+      bytes = tessel::dtype_storage_size(model->outputs[i].type->dtype);
+      for (size_t d = 0; d < dims[i].size(); ++d) bytes = tessel::checked_mul(bytes, o.shape[d] = dims[i][d]);
+      return TESSEL_OK;
+    });
+    if (s != TESSEL_OK) return s;
+    const DType want = model->outputs[i].type->dtype;
+    if (why.empty() && o.dtype != static_cast<tessel_dtype>(want))
+      why = which + ": buffer dtype " + std::string(tessel::dtype_name(static_cast<DType>(o.dtype))) +
+            ", the result is " + std::string(tessel::dtype_name(want));
+    else if (why.empty() && o.nbytes < uint64_t(bytes))
+      why = which + ": buffer of " + std::to_string(o.nbytes) + " bytes, the result needs " + std::to_string(bytes);
+    else if (why.empty() && bytes > 0 && !o.data)
+      why = which + ": no data";
+    out_ptrs.push_back(reinterpret_cast<uint64_t>(o.data));
+  }
+  if (!why.empty()) return failure(TESSEL_ERROR_OUTPUT, why);
+  return guarded(TESSEL_ERROR_RUN, [&] {
+    model->gpu->run_device(refs, out_ptrs, stream);
+    return TESSEL_OK;
+  });
+}
+
+tessel_status tessel_synchronize(const tessel_model* model) {
+  if (!model) return failure(TESSEL_ERROR_INVALID_ARGUMENT, "tessel_synchronize: null model");
+  if (!model->gpu) return TESSEL_OK;
+  return guarded(TESSEL_ERROR_RUN, [&] {
+    model->gpu->synchronize();
+    return TESSEL_OK;
+  });
+}
+
 tessel_status tessel_output_shape(const tessel_model* model, const tessel_tensor* inputs, size_t num_inputs,
                                   size_t index, int64_t* shape, size_t* rank) {
   if (!model || !shape || !rank || index >= model->outputs.size())
@@ -265,7 +363,7 @@ tessel_status tessel_output_shape(const tessel_model* model, const tessel_tensor
                                            " inputs, got " + std::to_string(num_inputs));
   return guarded(TESSEL_ERROR_INPUT, [&] {
     std::map<std::string, int64_t> bound;
-    for (size_t i = 0; i < num_inputs; ++i) input_tensor(model->inputs[i], inputs[i], i, bound, false);
+    for (size_t i = 0; i < num_inputs; ++i) input_tensor(model->inputs[i], inputs[i], i, bound, Data::None);
     const tessel_model::Info& out = model->outputs[index];
     if (out.rank < 0 || out.rank > TESSEL_MAX_RANK)
       return failure(TESSEL_ERROR_UNSUPPORTED, "output " + std::to_string(index) + " has no declared rank");

@@ -10,6 +10,7 @@
 #include <random>
 
 #include "tessel/ir/printer.h"
+#include "tessel/runtime/cuda/gpu_artifact.h"
 #include "tessel/support/error.h"
 
 namespace tessel {
@@ -44,17 +45,9 @@ ArtifactKernel artifact_kernel(const KernelStep& k, const std::map<const Node*, 
   return a;
 }
 
-}  // namespace
-
-ArtifactContents make_artifact(const Model& m, const CompiledModel& c) {
-  TS_CHECK(c.exe, "make_artifact: the model has not been compiled");
-  return make_artifact(m, c, *c.exe);
-}
-
-ArtifactContents make_artifact(const Model& m, const CompiledModel& c, const Executable& exe) {
+// The model's text and constants, and the steps (shared by both targets).
+ArtifactContents artifact_model_and_steps(const Model& m, const CompiledModel& c, const std::vector<Step>& steps) {
   ArtifactContents a;
-  a.cpu_name = c.cpu_name;
-  a.cpu_features = enabled_features(c.cpu_features);
   // Large constants go beside the text as raw bytes (views of the model's
   // tensors: `m` must outlive the contents).
   std::vector<const Tensor*> external;
@@ -65,14 +58,53 @@ ArtifactContents make_artifact(const Model& m, const CompiledModel& c, const Exe
   const std::vector<const Node*> nodes = artifact_nodes(*m.graph);
   std::map<const Node*, uint64_t> index;
   for (size_t i = 0; i < nodes.size(); ++i) index.emplace(nodes[i], i);
-  for (const Step& s : exe.steps()) {
+  for (const Step& s : steps) {
     ArtifactStep as;
     as.is_kernel = s.kernel != nullptr;
     if (s.kernel) as.kernel = artifact_kernel(*s.kernel, index, c.entry);
     else as.node = index.at(s.interp);
     a.steps.push_back(std::move(as));
   }
+  return a;
+}
+
+// One architecture's cubin and the launch record of each distinct kernel.
+ArtifactCubin artifact_cubin(const CudaCompiledModel& c) {
+  ArtifactCubin out;
+  out.arch = c.arch;
+  out.image = c.cubin;
+  std::map<std::string, const loop::Kernel*> kernels;
+  for (const loop::Kernel& k : c.lowered.unique_kernels) kernels.emplace(k.name, &k);
+  for (const cuda::KernelSource& k : c.source.kernels)
+    out.launches.push_back(artifact_launch(k, kernels.at(k.kernel_name)->syms));
+  return out;
+}
+
+}  // namespace
+
+ArtifactContents make_artifact(const Model& m, const CompiledModel& c) {
+  TS_CHECK(c.exe, "make_artifact: the model has not been compiled");
+  return make_artifact(m, c, *c.exe);
+}
+
+ArtifactContents make_artifact(const Model& m, const CompiledModel& c, const Executable& exe) {
+  ArtifactContents a = artifact_model_and_steps(m, c, exe.steps());
+  a.cpu_name = c.cpu_name;
+  a.cpu_features = enabled_features(c.cpu_features);
   a.object = c.object;
+  return a;
+}
+
+ArtifactContents make_cuda_artifact(const Model& m, const std::vector<const CudaCompiledModel*>& compiles) {
+  TS_CHECK(!compiles.empty(), "make_cuda_artifact: no compile");
+  const CompiledModel& first = compiles.front()->lowered;
+  ArtifactContents a = artifact_model_and_steps(m, first, build_steps(first, nullptr));
+  for (const CudaCompiledModel* c : compiles) {
+    TS_CHECK(c->lowered.entry == first.entry && c->lowered.kernels().size() == first.kernels().size(),
+             "--cuda-arch ", c->arch, " plans the model's kernels differently from ", compiles.front()->arch,
+             ": compile one artifact per architecture");
+    a.cuda.push_back(artifact_cubin(*c));
+  }
   return a;
 }
 

@@ -211,6 +211,14 @@ class Parser {
     return k;
   }
 
+  // One expression over i64 variables (no buffers).
+  Expr standalone_expr(const std::vector<std::string>& i64_vars) {
+    for (const std::string& v : i64_vars) declare_var(v, DType::I64);
+    Expr e = expr();
+    if (peek().kind != Tok::End) error(str_cat("unexpected ", found(), " after the expression"));
+    return e;
+  }
+
  private:
   // ---- token helpers ----
   const Token& peek(size_t ahead = 0) const { return toks_[std::min(pos_ + ahead, toks_.size() - 1)]; }
@@ -738,5 +746,9 @@ class Parser {
 }  // namespace
 
 Kernel parse_kernel(const std::string& text) { return Parser(text).kernel(); }
+
+Expr parse_expr(const std::string& text, const std::vector<std::string>& i64_vars) {
+  return Parser(text).standalone_expr(i64_vars);
+}
 
 }  // namespace tessel::loop

@@ -6,11 +6,16 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "tessel/loop/ir.h"
 
 namespace tessel::loop {
 
 Kernel parse_kernel(const std::string& text);
+
+// One expression in the text form of print(const Expr&), whose variables are
+// among `i64_vars` (a kernel's syms: launch geometry, tensor map dims).
+Expr parse_expr(const std::string& text, const std::vector<std::string>& i64_vars);
 
 }  // namespace tessel::loop

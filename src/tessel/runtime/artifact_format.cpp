@@ -11,11 +11,11 @@ namespace tessel {
 
 namespace {
 
-// magic | version u32 | section count u32 | (length u64, checksum u64) x 3
-constexpr size_t kSections = 3;
+// magic | version u32 | section count u32 | (length u64, checksum u64) x 4
+constexpr size_t kSections = 4;
 constexpr size_t kHeaderBytes = 8 + 4 + 4 + 16 * kSections;
 constexpr size_t kAlign = 64;  // sections and constants start at multiples of it
-const char* const kSectionNames[kSections] = {"model", "code", "constants"};
+const char* const kSectionNames[kSections] = {"model", "code", "constants", "cuda"};
 
 size_t align_up(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
@@ -37,6 +37,11 @@ void put_str(std::string* out, std::string_view s) {
 void put_strs(std::string* out, const std::vector<std::string>& v) {
   put_u64(out, v.size());
   for (const std::string& s : v) put_str(out, s);
+}
+
+void put_ints(std::string* out, const std::vector<int64_t>& v) {
+  put_u64(out, v.size());
+  for (int64_t x : v) put_u64(out, static_cast<uint64_t>(x));
 }
 
 // Reads fields from [p, end); every read checks the bytes are there.
@@ -82,6 +87,12 @@ class Reader {
   std::vector<std::string> strs() {
     std::vector<std::string> v(count());
     for (std::string& s : v) s = str();
+    return v;
+  }
+  int64_t i64() { return static_cast<int64_t>(u64()); }
+  std::vector<int64_t> ints() {
+    std::vector<int64_t> v(count());
+    for (int64_t& x : v) x = i64();
     return v;
   }
   size_t left() const { return left_; }
@@ -137,6 +148,70 @@ ArtifactKernel read_kernel(Reader& r) {
   return k;
 }
 
+void put_launch(std::string* out, const ArtifactLaunch& l) {
+  put_str(out, l.entry);
+  put_str(out, l.symbol);
+  put_str(out, l.narrow_symbol);
+  put_u64(out, static_cast<uint64_t>(l.narrow_limit));
+  put_strs(out, l.syms);
+  put_strs(out, l.grid);
+  put_strs(out, l.block);
+  put_u64(out, l.shared_bytes);
+  put_u64(out, l.tensor_maps.size());
+  for (const ArtifactTensorMap& t : l.tensor_maps) {
+    put_u64(out, t.param);
+    put_u64(out, static_cast<uint64_t>(t.offset));
+    put_strs(out, t.dims);
+    put_ints(out, t.strides);
+    put_ints(out, t.box);
+  }
+}
+
+ArtifactLaunch read_launch(Reader& r) {
+  ArtifactLaunch l;
+  l.entry = r.str();
+  l.symbol = r.str();
+  l.narrow_symbol = r.str();
+  l.narrow_limit = r.i64();
+  l.syms = r.strs();
+  l.grid = r.strs();
+  l.block = r.strs();
+  TS_CHECK(l.grid.size() == 3 && l.block.size() == 3, "corrupt artifact (launch of '", l.entry, "' has ",
+           l.grid.size(), " grid and ", l.block.size(), " block extents)");
+  l.shared_bytes = r.u64();
+  l.tensor_maps.resize(r.count());
+  for (ArtifactTensorMap& t : l.tensor_maps) {
+    t.param = r.u64();
+    t.offset = r.i64();
+    t.dims = r.strs();
+    t.strides = r.ints();
+    t.box = r.ints();
+  }
+  return l;
+}
+
+void put_cuda(std::string* out, const std::vector<ArtifactCubin>& cubins) {
+  put_u64(out, cubins.size());
+  for (const ArtifactCubin& c : cubins) {
+    put_str(out, c.arch);
+    put_str(out, c.image);
+    put_u64(out, c.launches.size());
+    for (const ArtifactLaunch& l : c.launches) put_launch(out, l);
+  }
+}
+
+std::vector<ArtifactCubin> read_cuda(Reader& r) {
+  std::vector<ArtifactCubin> cubins(r.count());
+  for (ArtifactCubin& c : cubins) {
+    c.arch = r.str();
+    c.image = r.str();
+    c.launches.resize(r.count());
+    for (ArtifactLaunch& l : c.launches) l = read_launch(r);
+  }
+  TS_CHECK(r.left() == 0, "corrupt artifact (", r.left(), " unread bytes in its cuda section)");
+  return cubins;
+}
+
 }  // namespace
 
 // The sections are written after a header whose lengths and checksums are
@@ -145,12 +220,15 @@ std::string encode_artifact(const ArtifactContents& a) {
   size_t constant_bytes = 0;
   for (std::string_view c : a.constants) constant_bytes += 8 + kAlign + c.size();
   std::string out;
-  out.reserve(kHeaderBytes + a.model_ir.size() + a.object.size() + constant_bytes + 4096);
+  size_t cubin_bytes = 0;
+  for (const ArtifactCubin& c : a.cuda) cubin_bytes += c.image.size();
+  out.reserve(kHeaderBytes + a.model_ir.size() + a.object.size() + constant_bytes + cubin_bytes + 4096);
   out.append(kArtifactMagic, 8);
   put_int(&out, kArtifactVersion, 4);
   put_int(&out, kSections, 4);
   out.append(16 * kSections, '\0');
   size_t begin[kSections], end[kSections];  // a section's padding is not part of it
+  pad(&out);
   begin[0] = out.size();
   put_str(&out, a.cpu_name);
   put_strs(&out, a.cpu_features);
@@ -175,6 +253,10 @@ std::string encode_artifact(const ArtifactContents& a) {
     out.append(c);
   }
   end[2] = out.size();
+  pad(&out);
+  begin[3] = out.size();
+  put_cuda(&out, a.cuda);
+  end[3] = out.size();
   std::string table;
   for (size_t i = 0; i < kSections; ++i) {
     put_u64(&table, end[i] - begin[i]);
@@ -201,6 +283,9 @@ ArtifactContents decode_artifact(std::string_view bytes) {
   size_t at = kHeaderBytes;
   for (size_t i = 0; i < kSections; ++i) {
     const uint64_t length = head.u64(), sum = head.u64();
+    // The padding in front of a section is zeros: no byte of a file goes unchecked.
+    for (size_t p = at; p < std::min(align_up(at), bytes.size()); ++p)
+      TS_CHECK(bytes[p] == 0, "corrupt artifact (non-zero padding at byte ", p, ")");
     at = align_up(at);
     TS_CHECK(at <= bytes.size() && length <= bytes.size() - at, "truncated artifact (its ", kSectionNames[i],
              " section ends at byte ", at + length, " of ", bytes.size(), ")");
@@ -232,6 +317,8 @@ ArtifactContents decode_artifact(std::string_view bytes) {
     v = c.raw(n);
   }
   TS_CHECK(c.left() == 0, "corrupt artifact (", c.left(), " unread bytes in its constants section)");
+  Reader g(section[3].data(), section[3].size());
+  a.cuda = read_cuda(g);
   return a;
 }
 

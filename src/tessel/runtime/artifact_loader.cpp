@@ -83,6 +83,19 @@ bool is_artifact_file(const std::string& path) {
   return f && f.read(head, sizeof head) && std::memcmp(head, kArtifactMagic, sizeof head) == 0;
 }
 
+bool is_cuda_artifact_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  unsigned char head[72] = {};
+  if (!f || !f.read(reinterpret_cast<char*>(head), sizeof head) || std::memcmp(head, kArtifactMagic, 8) != 0) return false;
+  auto word = [&](size_t at, int bytes) {
+    uint64_t v = 0;
+    for (int i = 0; i < bytes; ++i) v |= static_cast<uint64_t>(head[at + i]) << (8 * i);
+    return v;
+  };
+  // Version 4's fourth section (the cuda one) is its u64 count alone when empty.
+  return word(8, 4) == kArtifactVersion && word(12, 4) >= 4 && word(64, 8) > 8;
+}
+
 std::vector<const Node*> artifact_nodes(const Graph& g) {
   std::vector<const Node*> nodes;
   for (const auto& n : g.nodes()) nodes.push_back(n.get());
@@ -121,17 +134,7 @@ std::unique_ptr<Model> artifact_model(const ArtifactContents& a) {
   }
 }
 
-std::unique_ptr<Executable> load_artifact(const std::string& path, const ExecutableOptions& o) {
-  PhaseTimer read("artifact read+verify");
-  const ArtifactContents a = read_artifact(path);
-  read.stop();
-  check_artifact_cpu(a, detected_cpu_features());  // before any kernel code is loaded
-  PhaseTimer parse("artifact model");
-  std::shared_ptr<Model> model = artifact_model(a);
-  parse.stop();
-  PhaseTimer link("artifact link+plan");
-  model->source_path = path;
-  const Graph& g = *model->graph;
+std::vector<Step> artifact_steps(const ArtifactContents& a, const Graph& g) {
   const std::vector<const Node*> nodes = artifact_nodes(g);
   std::vector<Step> steps;
   for (const ArtifactStep& as : a.steps) {
@@ -140,6 +143,28 @@ std::unique_ptr<Executable> load_artifact(const std::string& path, const Executa
     else s.interp = node_at(nodes, as.node);
     steps.push_back(std::move(s));
   }
+  return steps;
+}
+
+std::string artifact_target(const ArtifactContents& a) {
+  if (a.cuda.empty()) return "cpu (" + a.cpu_name + ")";
+  std::string archs;
+  for (const ArtifactCubin& c : a.cuda) archs += (archs.empty() ? "" : ", ") + c.arch;
+  return "cuda (" + archs + ")";
+}
+
+std::unique_ptr<Executable> load_artifact(const std::string& path, const ExecutableOptions& o) {
+  PhaseTimer read("artifact read+verify");
+  const ArtifactContents a = read_artifact(path);
+  read.stop();
+  TS_CHECK(a.cuda.empty(), "is an artifact for ", artifact_target(a), ", not for the CPU: run it with --target cuda");
+  check_artifact_cpu(a, detected_cpu_features());  // before any kernel code is loaded
+  PhaseTimer parse("artifact model");
+  std::shared_ptr<Model> model = artifact_model(a);
+  parse.stop();
+  PhaseTimer link("artifact link+plan");
+  model->source_path = path;
+  std::vector<Step> steps = artifact_steps(a, *model->graph);
   std::shared_ptr<LoadedObject> code;
   if (!a.object.empty()) {
     code = std::make_shared<LoadedObject>(a.object);

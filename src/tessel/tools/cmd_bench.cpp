@@ -100,14 +100,14 @@ int cmd_bench(const BenchArgs& a, const CommonArgs& c) {
   std::vector<double> ms;
   std::vector<RunProfile> profiles(a.profile > 0 ? a.iters : 0);
   std::optional<HostCopies> copies;
-  if (p.gpu) {
+  if (p.gpu_exe()) {
     // Device time of the kernels alone (CUDA events around each graph
     // replay, inputs resident); the host copies are measured apart.
-    ms = p.gpu->exe->time_on_device(p.inputs, a.warmup, a.iters);
-    copies = host_copies(*p.gpu->exe, p.inputs, a.iters);
+    ms = p.gpu_exe()->time_on_device(p.inputs, a.warmup, a.iters);
+    copies = host_copies(*p.gpu_exe(), p.inputs, a.iters);
     // Per step: each launch on its own between events (slower than the
     // graph replay above, which stays the headline figure).
-    if (a.profile > 0) profiles = p.gpu->exe->profile_steps(p.inputs, a.warmup, a.iters);
+    if (a.profile > 0) profiles = p.gpu_exe()->profile_steps(p.inputs, a.warmup, a.iters);
   } else {
     for (int i = 0; i < a.warmup; ++i) p.run();
     for (int i = 0; i < a.iters; ++i) {
@@ -122,7 +122,7 @@ int cmd_bench(const BenchArgs& a, const CommonArgs& c) {
     std::map<std::string, int64_t> bindings;
     for (size_t i = 0; i < p.inputs.size() && i < g.inputs.size(); ++i)
       check_value_matches(p.inputs[i], g.inputs[i]->type, g.inputs[i]->name, &bindings);
-    prof = profile_rows(p.gpu ? p.gpu->exe->steps() : p.exe->steps(), profiles, bindings, a.profile);
+    prof = profile_rows(p.gpu_exe() ? p.gpu_exe()->steps() : p.exe->steps(), profiles, bindings, a.profile);
   }
   std::sort(ms.begin(), ms.end());
   const double median = quantile(ms, 0.5), p10 = quantile(ms, 0.1), p90 = quantile(ms, 0.9);
@@ -143,7 +143,7 @@ int cmd_bench(const BenchArgs& a, const CommonArgs& c) {
     j.set("load_s", load_s);
     if (copies) {
       j.set("timing", "device");  // median_ms: CUDA events around the kernels, inputs on the device
-      j.set("cuda_graph", p.gpu->exe->uses_graph());
+      j.set("cuda_graph", p.gpu_exe()->uses_graph());
       j.set("upload_ms", copies->upload_ms);
       j.set("download_ms", copies->download_ms);
       j.set("end_to_end_ms", copies->end_to_end_ms);
@@ -169,7 +169,7 @@ int cmd_bench(const BenchArgs& a, const CommonArgs& c) {
               << a.warmup << " warm-up; target " << target_name(o.target) << ", " << threads << " threads; compile "
               << fixed(compile_s, 3) << " s, load " << fixed(load_s, 3) << " s\n";
     if (copies)
-      std::cout << "  device time (CUDA events" << (p.gpu->exe->uses_graph() ? ", graph replay" : "")
+      std::cout << "  device time (CUDA events" << (p.gpu_exe()->uses_graph() ? ", graph replay" : "")
                 << "); host copies: upload " << fixed(copies->upload_ms, 3) << " ms, download "
                 << fixed(copies->download_ms, 3) << " ms; end to end " << fixed(copies->end_to_end_ms, 3) << " ms\n";
     if (!prof.empty()) std::cout << "  slowest steps (median; GB/s over the bytes each step must move; TFLOP/s of its contractions):\n";

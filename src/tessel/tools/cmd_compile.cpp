@@ -1,4 +1,5 @@
-// tessel compile MODEL -o FILE [--dim SYMBOL=N]... [--target cuda [--cuda-arch sm_XY]]
+// tessel compile MODEL -o FILE [--dim SYMBOL=N]... [--target cuda [--cuda-arch sm_XY[,sm_XY...]]]
+#include <algorithm>
 #include <chrono>
 #include <iostream>
 
@@ -54,32 +55,63 @@ int report(const CompileArgs& a, const CommonArgs& c, const Summary& s) {
   return 0;
 }
 
-// --target cuda: every kernel through NVRTC into one cubin; needs no GPU.
+// "sm_90a,sm_80" -> each arch; "" -> the default one (the GPU's, else sm_90a).
+std::vector<std::string> cuda_archs(const std::string& list) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= list.size()) {
+    const size_t comma = std::min(list.find(',', start), list.size());
+    std::string a = list.substr(start, comma - start);
+    TS_CHECK(!a.empty() || list.empty(), "--cuda-arch '", list, "': an empty architecture in the list");
+    TS_CHECK(std::find(out.begin(), out.end(), a) == out.end(), "--cuda-arch '", list, "': ", a, " twice");
+    out.push_back(a.empty() ? default_cuda_arch() : a);
+    start = comma + 1;
+  }
+  return out;
+}
+
+// --target cuda: every kernel through NVRTC, one cubin per architecture,
+// into a CUDA artifact; needs no GPU.
 int compile_cuda(const CompileArgs& a, const CommonArgs& c, const DriverOptions& o) {
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  const std::vector<std::string> archs = cuda_archs(a.cuda_arch);
   std::unique_ptr<Model> m = load_model(a.model);
   compile_model(*m, o.dims, o);
-  const std::unique_ptr<CudaCompiledModel> cm = compile_cuda_kernels(*m, a.cuda_arch, lower_options(o));
-  write_file_atomically(a.output, cm->cubin);
+  std::vector<std::unique_ptr<CudaCompiledModel>> compiles;
+  std::vector<const CudaCompiledModel*> views;
+  bool all_cached = true;
+  for (const std::string& arch : archs) {
+    compiles.push_back(compile_cuda_kernels(*m, arch, lower_options(o)));
+    views.push_back(compiles.back().get());
+    all_cached = all_cached && compiles.back()->from_cache;
+  }
+  const ArtifactContents contents = make_cuda_artifact(*m, views);
+  const std::string bytes = encode_artifact(contents);
+  write_file_atomically(a.output, bytes);
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  const CompiledModel& lowered = compiles.front()->lowered;
   size_t kernels = 0, interpreter_nodes = 0;
-  for (const FusionGroup& g : cm->lowered.plan.groups) (g.compiled ? kernels : interpreter_nodes) += 1;
+  for (const FusionGroup& g : lowered.plan.groups) (g.compiled ? kernels : interpreter_nodes) += 1;
+  std::string arch_list;
+  for (const std::string& arch : archs) arch_list += (arch_list.empty() ? "" : ",") + arch;
   if (c.json) {
     Json j = Json::object();
     j.set("model", a.model);
     j.set("output", a.output);
     j.set("target", "cuda");
-    j.set("arch", cm->arch);
-    j.set("bytes", static_cast<int64_t>(cm->cubin.size()));
-    j.set("compile_s", cm->compile_s);
-    j.set("cache_hit", cm->from_cache);
+    j.set("arch", arch_list);
+    j.set("bytes", static_cast<int64_t>(bytes.size()));
+    j.set("compile_s", seconds);
+    j.set("cache_hit", all_cached);
     j.set("kernels", static_cast<int64_t>(kernels));
-    j.set("distinct_kernels", static_cast<int64_t>(cm->lowered.unique_kernels.size()));
+    j.set("distinct_kernels", static_cast<int64_t>(lowered.unique_kernels.size()));
     j.set("interpreter_nodes", static_cast<int64_t>(interpreter_nodes));
     std::cout << j.dump() << "\n";
   } else {
-    std::cout << "wrote " << a.output << " (" << cm->cubin.size() << " bytes): " << kernels << " kernels ("
-              << cm->lowered.unique_kernels.size() << " distinct), " << interpreter_nodes << " interpreter nodes, for "
-              << cm->arch << ", in " << cm->compile_s << " s" << (cm->from_cache ? " (cubin from the cache)" : "")
-              << "\n";
+    std::cout << "wrote " << a.output << " (" << bytes.size() << " bytes): " << kernels << " kernels ("
+              << lowered.unique_kernels.size() << " distinct), " << interpreter_nodes << " interpreter nodes, for "
+              << arch_list << ", in " << seconds << " s" << (all_cached ? " (cubins from the cache)" : "") << "\n";
   }
   return 0;
 }

@@ -107,7 +107,7 @@ int cmd_run(const RunArgs& a, const CommonArgs& c) {
     j.set("time_ms", r.time_ms);
     j.set("load_ms", load_ms);
     j.set("compile_ms", compile_ms);
-    if (p.exe || p.gpu) {
+    if (p.exe || p.gpu_exe()) {
       // Operators that ran on the reference interpreter (none: fully compiled).
       Json ops = Json::array();
       for (const std::string& op : p.interpreter_ops()) ops.push(op);

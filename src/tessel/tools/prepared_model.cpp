@@ -9,6 +9,7 @@
 #include "tessel/driver/model_loader.h"
 #include "tessel/driver/session.h"
 #include "tessel/interp/interpreter.h"
+#include "tessel/runtime/cuda/gpu_artifact.h"
 
 namespace tessel::cli {
 
@@ -33,11 +34,19 @@ InputFiles inputs_of(const Graph& g, const InputFiles& files) {
 // An artifact is compiled already: its model is the one after the pipeline,
 // and its kernels take the symbols' values at run time. `from_cache`: a
 // whole-model cache entry (driver/model_cache.h).
+// A CUDA artifact runs on the GPU (target cuda), a CPU one on the CPU.
 PreparedModel prepare_artifact(const std::string& path, const InputFiles& files, const DriverOptions& o,
                                bool from_cache = false) {
   PreparedModel p;
   const auto t0 = Clock::now();
-  p.exe = load_artifact(path, o);
+  if (o.target == Target::Cuda) {
+    check_cuda_usable();
+    GpuExecutableOptions go;
+    go.memory_planning = o.memory_planning;
+    p.gpu_artifact = load_cuda_artifact(path, go);
+  } else {
+    p.exe = load_artifact(path, o);
+  }
   p.load_ms = ms_since(t0);
   const Graph& g = p.graph();
   const auto given = read_input_files(g, from_cache ? inputs_of(g, files) : files);
@@ -66,7 +75,9 @@ PreparedModel prepare_model(const std::string& path, const std::vector<std::stri
   for (const auto& spec : input_specs) files.push_back(parse_input_binding(spec));
   PreparedModel p;
   auto t0 = Clock::now();
-  if (o.target == Target::Cpu && is_artifact_file(path)) return prepare_artifact(path, files, o);
+  // A CPU artifact with --target cuda compiles its model for the GPU (below).
+  if (is_artifact_file(path) && (o.target == Target::Cpu || is_cuda_artifact_file(path)))
+    return prepare_artifact(path, files, o);
   // A warm compile is one artifact load from the whole-model cache: load_s
   // is then hashing the model file, compile_s loading the compiled model.
   const std::string key =
@@ -101,15 +112,21 @@ PreparedModel prepare_model(const std::string& path, const std::vector<std::stri
   return p;
 }
 
+const Graph& PreparedModel::graph() const {
+  if (exe) return *exe->model().graph;
+  if (gpu_artifact) return *gpu_artifact->model().graph;
+  return *model->graph;
+}
+
 std::vector<std::string> PreparedModel::interpreter_ops() const {
   if (exe) return exe->interpreter_ops();
-  if (gpu) return gpu->exe->interpreter_ops();
+  if (gpu_exe()) return gpu_exe()->interpreter_ops();
   return {};
 }
 
 std::vector<RtValue> PreparedModel::run(RunProfile* profile) const {
   if (exe) return exe->run(inputs, profile);
-  if (gpu) return gpu->exe->run(inputs);
+  if (gpu_exe()) return gpu_exe()->run(inputs);
   return Interpreter().run(*model->graph, inputs);
 }
 

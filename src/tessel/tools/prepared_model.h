@@ -18,10 +18,13 @@ struct PreparedModel {
   std::unique_ptr<Model> model;     // targets reference and cuda: the model after the pass pipeline
   std::unique_ptr<Executable> exe;  // target cpu (owns its model)
   std::unique_ptr<CudaCompiledModel> gpu;  // target cuda (runs `model`)
+  std::unique_ptr<GpuExecutable> gpu_artifact;  // target cuda, from a CUDA artifact (owns its model)
   std::vector<RtValue> inputs;      // in graph input order
   double load_ms = 0;               // reading the model file
   double compile_ms = 0;            // pass pipeline (and code generation, target cpu)
-  const Graph& graph() const { return exe ? *exe->model().graph : *model->graph; }
+  const Graph& graph() const;
+  // Target cuda: the executable (compiled or loaded), else null.
+  const GpuExecutable* gpu_exe() const { return gpu ? gpu->exe.get() : gpu_artifact.get(); }
   // Interpreter-run operators of the compiled targets (empty: fully compiled).
   std::vector<std::string> interpreter_ops() const;
   // `profile` (target cpu only) receives each step's time.

@@ -111,11 +111,11 @@ int main(int argc, char** argv) {
 
   CLI::App* compile = app.add_subcommand(
       "compile",
-      "Compile a model for this CPU into an artifact that run, bench and inspect load; with --target cuda, compile "
-      "every GPU kernel with NVRTC into a cubin (no GPU needed)");
+      "Compile a model into an artifact that run, bench, inspect and the runtime library load: for this CPU, or "
+      "with --target cuda every GPU kernel through NVRTC into a cubin per architecture (no GPU needed)");
   compile->add_option("MODEL", compile_args.model, "Model file (.onnx or .tir)")->required();
   compile->add_option("-o,--output", compile_args.output,
-                      "Artifact (or, --target cuda, cubin) to write (atomically; nothing on error)")
+                      "Artifact to write (atomically; nothing on error)")
       ->required()
       ->type_name("FILE");
   compile->add_option("--cpu", compile_args.cpu,
@@ -124,8 +124,9 @@ int main(int argc, char** argv) {
                       "runs on CPUs with its features and is refused elsewhere (docs/deploy.md)")
       ->type_name("NAME");
   compile->add_option("--cuda-arch", compile_args.cuda_arch,
-                      "Architecture for --target cuda (default: the GPU's, else sm_90a)")
-      ->type_name("sm_XY");
+                      "Architectures for --target cuda, comma-separated: one cubin each, the runtime picks the "
+                      "GPU's (default: the GPU's, else sm_90a)")
+      ->type_name("sm_XY[,...]");
   add_common(compile, &common);
 
   CLI::App* bench = app.add_subcommand("bench", "Time whole-model inference (compile once, warm up, then timed runs)");
