@@ -63,7 +63,8 @@ fi
 # (libdl/libpthread/librt are part of glibc since 2.34, and present before).
 status=0
 for f in "$bundle"/tessel "$bundle"/tessel_gpu_tests "$bundle"/runtime/lib*/libtessel_runtime.so; do  # (the Python module needs libstdc++: Python has it)
-  extra=$(ldd "$f" | grep -vE 'linux-vdso|ld-linux|/libc\.so|/libm\.so|/libdl\.so|/libpthread\.so|/librt\.so' || true)
+  # (tessel_gpu_tests links the bundle's own runtime library: gpu_check.sh puts it on LD_LIBRARY_PATH)
+  extra=$(ldd "$f" | grep -vE 'linux-vdso|ld-linux|/libc\.so|/libm\.so|/libdl\.so|/libpthread\.so|/librt\.so|libtessel_runtime\.so' || true)
   if [ -n "$extra" ]; then
     echo "error: $f needs shared libraries the GPU machine may not have:" >&2
     echo "$extra" >&2

@@ -28,6 +28,8 @@ cd "$here"
 out="${OUT:-$here/gpu-check-out}"
 mkdir -p "$out"
 export TESSEL_CACHE_DIR="${TESSEL_CACHE_DIR:-/tmp/tessel-cache}"
+# tessel_gpu_tests links the runtime library (its C API tests), installed in the bundle.
+export LD_LIBRARY_PATH="$here/gpu-bundle/runtime/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 models=/tmp/tessel-models
 bin=gpu-bundle/tessel
 run_stage() {

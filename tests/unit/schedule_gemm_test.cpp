@@ -327,6 +327,23 @@ TEST(ScheduleGemm, TilesSpreadOverTheCores) {
   }
 }
 
+// A convolution over a small image streams large weights (A: M x K) past a
+// few positions (N): the cores share M blocks, so that the weights are read
+// once (one N block), not once per N block.
+TEST(ScheduleGemm, LargeWeightsOverFewColumnsSplitM) {
+  CpuInfo cpu = cpu_info_from_features("+avx,+avx2,+fma");
+  cpu.cores = 2;
+  for (int64_t positions : {49, 61, 100}) {
+    const GemmSchedule s = default_gemm_schedule(cpu, 512, positions, 4608, true, 1);
+    EXPECT_GE(s.nc, positions) << "one N block for " << positions << " positions";
+    EXPECT_EQ((512 + s.mc - 1) / s.mc % cpu.cores, 0) << "M blocks " << s.mc;
+  }
+  // The transformers' projections (A: activations, B: weights) keep N blocks.
+  const GemmSchedule t = default_gemm_schedule(cpu, 128, 3072, 768, true, 1);
+  EXPECT_GE(t.mc, 128);
+  EXPECT_LT(t.nc, 3072);
+}
+
 // ---- through the code generator ----------------------------------------------------------
 
 #ifdef TESSEL_HAVE_CODEGEN_CPU

@@ -333,21 +333,40 @@ GemmSchedule default_gemm_schedule(const CpuInfo& cpu, int64_t M_hint, int64_t N
   const int64_t kc_cap =
       few_rows ? 512 : std::clamp<int64_t>(fit_blocks(cpu.l1d_bytes / 2, s.nr * 4, 8), 16, 512);
   s.kc = static_cast<int>(balanced_block(K_hint, kc_cap, 1, 1));
-  // Half of L2 for the packed A block. M blocks are split for the cores
-  // only when the N blocks cannot give the tasks.
+  // Half of L2 for the packed A block.
   const int64_t mc_cap = fit_blocks(cpu.l2_bytes / 2, int64_t{s.kc} * 4, s.mr);
   s.parallel_over_n_blocks = parallel_over_n_blocks;
-  const int64_t m_spread = parallel_over_n_blocks ? 1 : spread_for(cores, batch_hint);
-  s.mc = static_cast<int>(balanced_block(M_hint, mc_cap, s.mr, m_spread));
-  // The packed B block and the partial C block each stay under the 1 MiB a
-  // Local buffer may take.
-  const int64_t local_budget = int64_t{1} << 20;
-  const int64_t nc_cap = std::min(fit_blocks(local_budget, int64_t{s.kc} * 4, s.nr),
-                                  fit_blocks(local_budget, int64_t{s.mc} * 4, s.nr));
-  const int64_t m_blocks = M_hint < 0 ? cores : ceil_div(std::max<int64_t>(M_hint, 1), s.mc);
-  const int64_t units = batch_hint < 0 ? -1 : batch_hint * m_blocks;
-  const int64_t n_spread = parallel_over_n_blocks ? spread_for(cores, units) : 1;
-  s.nc = static_cast<int>(balanced_block(N_hint, std::min<int64_t>(nc_cap, 512), s.nr, n_spread));
+  // The cores' tasks come from the N blocks (M blocks as one core would
+  // take them) or, split_m, from M blocks made a multiple of the cores.
+  const auto blocks_for = [&](bool split_m) {
+    const int64_t m_spread = parallel_over_n_blocks && !split_m ? 1 : spread_for(cores, batch_hint);
+    const int64_t mc = balanced_block(M_hint, mc_cap, s.mr, m_spread);
+    // The packed B block and the partial C block each stay under the 1 MiB a
+    // Local buffer may take.
+    const int64_t local_budget = int64_t{1} << 20;
+    const int64_t nc_cap = std::min(fit_blocks(local_budget, int64_t{s.kc} * 4, s.nr),
+                                    fit_blocks(local_budget, mc * 4, s.nr));
+    const int64_t m_blocks = M_hint < 0 ? cores : ceil_div(std::max<int64_t>(M_hint, 1), mc);
+    const int64_t units = batch_hint < 0 ? -1 : batch_hint * m_blocks;
+    const int64_t n_spread = parallel_over_n_blocks && !split_m ? spread_for(cores, units) : 1;
+    return std::pair<int64_t, int64_t>(mc, balanced_block(N_hint, std::min<int64_t>(nc_cap, 512), s.nr, n_spread));
+  };
+  std::pair<int64_t, int64_t> blocks = blocks_for(false);
+  // Each N block reads all of A and each M block all of B: where A is the
+  // larger operand (a convolution's weights over a 7 x 7 image: M = 512
+  // channels, K = 4608, N = 49 positions), splitting N for the cores reads
+  // the weights once per N block, and M blocks for the cores move fewer bytes.
+  // Only for an A past L2: a smaller one is read again from the cache.
+  if (parallel_over_n_blocks && M_hint > 0 && N_hint > 0 && K_hint > 0 && M_hint * K_hint * 4 > cpu.l2_bytes) {
+    const auto traffic = [&](std::pair<int64_t, int64_t> b) {
+      return ceil_div(N_hint, b.second) * M_hint * K_hint + ceil_div(M_hint, b.first) * K_hint * N_hint;
+    };
+    const std::pair<int64_t, int64_t> by_m = blocks_for(true);
+    if (ceil_div(M_hint, by_m.first) * std::max<int64_t>(batch_hint, 1) >= cores && traffic(by_m) < traffic(blocks))
+      blocks = by_m;
+  }
+  s.mc = static_cast<int>(blocks.first);
+  s.nc = static_cast<int>(blocks.second);
   // A packed panel pays for itself over the N panels that reuse it; with
   // four or fewer (measured: N = 64) reading A directly is faster.
   s.pack_a = !(N_hint >= 0 && N_hint <= 4 * int64_t{s.nr});
