@@ -193,6 +193,28 @@ TEST(ConvDepthwise, MultiplierTwoStridedAsymmetricPads) {
                     false});
 }
 
+// The interior's columns past the last whole vector are one more vector,
+// overlapping the one before (not a scalar loop): a row of a depthwise
+// kernel has vectorized column loops and serial ones only for the border
+// columns (one each side here).
+TEST(ConvDepthwise, InteriorTailIsAnOverlappingVector) {
+  for (int64_t width : {14, 21, 7 + 2}) {
+    auto m = build({{1, 4, 5, width}, {4, 1, 3, 3}, {{"group", Attribute::of_int(4)}, {"pads", ints({1, 1, 1, 1})}}});
+    const LoweredGroup lg = testing::lower_single_group(*m);
+    ASSERT_EQ(lg.schedule, "depthwise");
+    int64_t serial_columns = 0;
+    loop::visit_stmt(lg.kernel.body, [&](const loop::Stmt& s) {
+      int64_t n = 0;
+      if (s->kind == loop::StmtKind::For && s->var.rfind("dow", 0) == 0 && loop::as_const_int(s->extent, &n))
+        serial_columns += n;
+    }, [](const loop::Expr&) {});
+    const int lanes = NestSchedule{}.cpu.vector_lanes_f32;  // what lower_single_group lowers for
+    const int64_t interior = width - 2;
+    EXPECT_EQ(serial_columns, interior >= lanes ? 2 : width) << "width " << width;
+  }
+  expect_depthwise({{1, 3, 4, 14}, {3, 1, 3, 3}, {{"group", Attribute::of_int(3)}, {"pads", ints({1, 1, 1, 1})}}});
+}
+
 // A kernel wider than the input: no interior column at all.
 TEST(ConvDepthwise, NoInteriorColumns) {
   expect_depthwise({{1, 2, 5, 3}, {2, 1, 5, 5}, {{"group", Attribute::of_int(2)}, {"pads", ints({2, 2, 2, 2})}}});

@@ -100,8 +100,13 @@ std::optional<LoweredGroup> GroupLowerer::lower_depthwise(const Node& c) {
   const auto [lo, hi] = interior_columns(win, in[1], OW);
   const int lanes = std::max(1, sched_.cpu.vector_lanes_f32);
   const int64_t vec_end = lo + (hi - lo) / lanes * lanes;
-  const Stmt row = loop::seq({columns(0, lo, 1), columns(lo, vec_end, lanes), columns(vec_end, hi, 1),
-                              columns(hi, OW, 1)});
+  // The interior's last hi - vec_end columns: one more vector ending at hi,
+  // over columns the loop before it wrote already (the same values again:
+  // the element reads no output, and a depthwise kernel's output never
+  // shares storage with its input), where a scalar loop would take a vector's
+  // time per column.
+  const Stmt rest = vec_end > lo && vec_end < hi ? columns(hi - lanes, hi, lanes) : columns(vec_end, hi, 1);
+  const Stmt row = loop::seq({columns(0, lo, 1), columns(lo, vec_end, lanes), rest, columns(hi, OW, 1)});
   const std::string q = fresh("dq");
   Stmt plane = loop::for_loop(oh->name, Expr(0), Expr(OH), loop::ForKind::Serial, row);
   plane = loop::let(n->name, loop::floordiv(loop::var(q), Expr(OC)),
