@@ -1,6 +1,8 @@
 // libFuzzer target for the artifact loader (runtime/artifact_format.h,
-// runtime/artifact_loader.h, runtime/object_loader.h): any input must either
-// load or be refused with tessel::Error. The code is linked, never called.
+// runtime/artifact_loader.h, runtime/object_loader.h, and a CUDA artifact's
+// launch records, runtime/cuda/gpu_artifact.h): any input must either load
+// or be refused with tessel::Error. The code is linked, never called (no
+// GPU: cubins are not loaded).
 //
 // Inputs go through three doors: as they are (the header checks), resealed
 // (reseal_artifact recomputes the section checksums, so that mutations reach
@@ -13,6 +15,7 @@
 #include <string_view>
 
 #include "tessel/runtime/artifact_loader.h"
+#include "tessel/runtime/cuda/gpu_artifact.h"
 #include "tessel/runtime/cpu_features.h"
 #include "tessel/runtime/object_loader.h"
 #include "tessel/support/error.h"
@@ -22,6 +25,8 @@ namespace {
 void load(std::string_view bytes) {
   try {
     const tessel::ArtifactContents a = tessel::decode_artifact(bytes);
+    for (const tessel::ArtifactCubin& c : a.cuda)
+      for (const tessel::ArtifactLaunch& l : c.launches) tessel::kernel_launch(l);
     tessel::check_artifact_cpu(a, tessel::detected_cpu_features());
     auto model = tessel::artifact_model(a);
     if (!a.object.empty()) tessel::LoadedObject code(a.object);

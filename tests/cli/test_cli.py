@@ -471,6 +471,8 @@ class CliTest(unittest.TestCase):
             code, _, err = self.tessel("run", art, "--target", "cuda")
             self.assertEqual(code, 1)
             self.assert_one_error_line(err, art)
+        # The reference interpreter runs the artifact's model.
+        self.tessel("run", art, "--target", "reference", expect=0)
         _, out, _ = self.tessel("inspect", art, expect=0)  # its model, after the pass pipeline
         self.assertIn("Add", out)
         for bad in ("sm_90a,,sm_80", "sm_80,sm_80"):

@@ -113,6 +113,12 @@ TEST(CudaArtifact, PicksTheCubinTheGpuRuns) {
         << e.what();
   }
   EXPECT_THROW(pick_cubin({{"sm_86", "", {}}}, "sm_80"), Error);  // no running newer code on an older GPU
+  // The device's own version whatever the suffixes: device_arch() says
+  // sm_100 on a B200, whose arch-specific cubin is sm_100a.
+  EXPECT_EQ(pick_cubin({{"sm_90a", "", {}}, {"sm_100a", "", {}}}, "sm_100").arch, "sm_100a");
+  EXPECT_EQ(pick_cubin({{"sm_80", "", {}}, {"sm_90", "", {}}}, "sm_90a").arch, "sm_90");
+  EXPECT_EQ(pick_cubin({{"sm_100f", "", {}}}, "sm_103").arch, "sm_100f");  // family code on a later minor
+  EXPECT_THROW(pick_cubin({{"sm_100a", "", {}}}, "sm_103"), Error);
   EXPECT_THROW(pick_cubin({}, "sm_90a"), Error);
 }
 

@@ -215,6 +215,10 @@ TEST(LoopParser, StandaloneExpressionsRejectUnknownNamesAndTrailingText) {
   EXPECT_THROW(parse_expr("n + 1 2", {"n"}), Error);
   EXPECT_THROW(parse_expr("x[0]", {"n"}), Error);
   EXPECT_THROW(parse_expr("", {"n"}), Error);
+  // Hostile nesting is an error, not a stack overflow; modest nesting parses.
+  EXPECT_THROW(parse_expr(std::string(100000, '(') + "n" + std::string(100000, ')'), {"n"}), Error);
+  EXPECT_THROW(parse_expr(std::string(100000, '-') + "n", {"n"}), Error);
+  EXPECT_NO_THROW(parse_expr(std::string(50, '(') + "n" + std::string(50, ')'), {"n"}));
 }
 
 }  // namespace

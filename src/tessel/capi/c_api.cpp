@@ -221,10 +221,9 @@ tessel_status tessel_load(const char* path, const tessel_load_options* options, 
       TS_CHECK(!want_cuda || !a.cuda.empty(), "is an artifact for ", tessel::artifact_target(a),
                ", not for TESSEL_DEVICE_CUDA (compile it with --target cuda)");
       if (a.cuda.empty()) {
-        m->exe = tessel::load_artifact(p, eo);
+        m->exe = tessel::load_artifact(a, eo, p);  // read and verified once
       } else {
-        m->gpu = tessel::load_cuda_artifact(a);
-        m->gpu->retain(a.storage);
+        m->gpu = tessel::load_cuda_artifact(a, {}, p);
       }
     } catch (const tessel::Error& e) {
       const bool artifact = tessel::is_artifact_file(p);

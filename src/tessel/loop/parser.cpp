@@ -600,7 +600,17 @@ class Parser {
     }
   }
 
+  // Nesting (parentheses, unary operators) is bounded: text from a damaged
+  // or hostile artifact must give an error, not overflow the stack.
+  static constexpr int kMaxNesting = 200;
+
   Expr unary_expr() {
+    struct Depth {
+      int& d;
+      explicit Depth(int& depth) : d(++depth) {}
+      ~Depth() { --d; }
+    } depth(nesting_);
+    if (nesting_ > kMaxNesting) error(str_cat("expression nested more than ", kMaxNesting, " deep"));
     if (is("-") && (peek(1).kind == Tok::Number || is_special_float(peek(1)))) {
       next();
       return literal(next(), true);
@@ -738,6 +748,7 @@ class Parser {
 
   std::vector<Token> toks_;
   size_t pos_ = 0;
+  int nesting_ = 0;
   std::vector<std::pair<std::string, DType>> vars_;
   std::vector<BufferRef> buffers_;
   std::vector<std::pair<BufferRef, std::pair<size_t, size_t>>> pending_shapes_;

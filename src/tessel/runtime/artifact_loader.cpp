@@ -157,13 +157,18 @@ std::unique_ptr<Executable> load_artifact(const std::string& path, const Executa
   PhaseTimer read("artifact read+verify");
   const ArtifactContents a = read_artifact(path);
   read.stop();
+  return load_artifact(a, o, path);
+}
+
+std::unique_ptr<Executable> load_artifact(const ArtifactContents& a, const ExecutableOptions& o,
+                                          const std::string& source_path) {
   TS_CHECK(a.cuda.empty(), "is an artifact for ", artifact_target(a), ", not for the CPU: run it with --target cuda");
   check_artifact_cpu(a, detected_cpu_features());  // before any kernel code is loaded
   PhaseTimer parse("artifact model");
   std::shared_ptr<Model> model = artifact_model(a);
   parse.stop();
   PhaseTimer link("artifact link+plan");
-  model->source_path = path;
+  model->source_path = source_path;
   std::vector<Step> steps = artifact_steps(a, *model->graph);
   std::shared_ptr<LoadedObject> code;
   if (!a.object.empty()) {

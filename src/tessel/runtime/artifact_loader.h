@@ -51,5 +51,9 @@ void check_artifact_cpu(const ArtifactContents& a, const std::string& host);
 // runtime/cuda/gpu_artifact.h). Refuses, before loading any kernel code,
 // when this CPU lacks a feature the code was compiled for.
 std::unique_ptr<Executable> load_artifact(const std::string& path, const ExecutableOptions& o);
+// The same from contents already read (read_artifact); the model borrows its
+// weights from `a.storage`, which it keeps alive.
+std::unique_ptr<Executable> load_artifact(const ArtifactContents& a, const ExecutableOptions& o,
+                                          const std::string& source_path = "");
 
 }  // namespace tessel

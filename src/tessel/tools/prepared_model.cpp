@@ -75,8 +75,10 @@ PreparedModel prepare_model(const std::string& path, const std::vector<std::stri
   for (const auto& spec : input_specs) files.push_back(parse_input_binding(spec));
   PreparedModel p;
   auto t0 = Clock::now();
-  // A CPU artifact with --target cuda compiles its model for the GPU (below).
-  if (is_artifact_file(path) && (o.target == Target::Cpu || is_cuda_artifact_file(path)))
+  // A CPU artifact with --target cuda compiles its model for the GPU, and
+  // --target reference interprets either kind's model (below).
+  if (is_artifact_file(path) &&
+      (o.target == Target::Cpu || (o.target == Target::Cuda && is_cuda_artifact_file(path))))
     return prepare_artifact(path, files, o);
   // A warm compile is one artifact load from the whole-model cache: load_s
   // is then hashing the model file, compile_s loading the compiled model.

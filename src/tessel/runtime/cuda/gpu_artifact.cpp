@@ -124,8 +124,13 @@ const ArtifactCubin& pick_cubin(const std::vector<ArtifactCubin>& cubins, const 
   for (const ArtifactCubin& c : cubins) {
     if (c.arch == device_arch) return c;
     const auto [v, suffix] = arch_parts(c.arch);
-    // Arch-specific cubins (sm_90a) run on that architecture only.
-    if (v < 0 || !suffix.empty() || device < 0 || major_of(v) != major_of(device) || v > device) continue;
+    if (v < 0 || device < 0) continue;
+    // Code for the device's own version runs whatever the suffixes say
+    // (device_arch() writes "a" for 9.0 only: an sm_100a cubin is a B200's).
+    if (v == device) return c;
+    // Arch-specific cubins (sm_90a) run on that version only; plain and
+    // family ("f") ones on later minors of the same major.
+    if (suffix == "a" || major_of(v) != major_of(device) || v > device) continue;
     if (v > best_version) best = &c, best_version = v;
   }
   if (best) return *best;
@@ -135,11 +140,13 @@ const ArtifactCubin& pick_cubin(const std::vector<ArtifactCubin>& cubins, const 
        device_arch);
 }
 
-std::unique_ptr<GpuExecutable> load_cuda_artifact(const ArtifactContents& a, const GpuExecutableOptions& o) {
+std::unique_ptr<GpuExecutable> load_cuda_artifact(const ArtifactContents& a, const GpuExecutableOptions& o,
+                                                  const std::string& source_path) {
   TS_CHECK(!a.cuda.empty(), "is an artifact for ", artifact_target(a), ", not for a GPU: run it without --target cuda");
   const ArtifactCubin& cubin = pick_cubin(a.cuda, cuda::device_arch());  // before anything is parsed
   PhaseTimer parse("artifact model");
   std::shared_ptr<Model> model = artifact_model(a);
+  model->source_path = source_path;
   parse.stop();
   PhaseTimer link("artifact module+plan");
   std::vector<Step> steps = artifact_steps(a, *model->graph);
@@ -169,9 +176,7 @@ std::unique_ptr<GpuExecutable> load_cuda_artifact(const std::string& path, const
   PhaseTimer read("artifact read+verify");
   ArtifactContents a = read_artifact(path);
   read.stop();
-  std::unique_ptr<GpuExecutable> exe = load_cuda_artifact(a, o);
-  exe->retain(a.storage);
-  return exe;
+  return load_cuda_artifact(a, o, path);
 }
 
 }  // namespace tessel

@@ -23,15 +23,18 @@ ArtifactLaunch artifact_launch(const cuda::KernelSource& k, const std::vector<st
 cuda::KernelSource kernel_launch(const ArtifactLaunch& l);
 
 // The cubin a GPU of architecture `device_arch` ("sm_90a", as
-// cuda::device_arch() says) runs: the one compiled for it, else one for the
-// same major version and a lower or equal minor without an arch-specific
-// suffix (binary compatibility). tessel::Error naming both sides when none.
+// cuda::device_arch() says) runs: the one compiled for its version (any
+// suffix: sm_90 or sm_90a on sm_90a, sm_100a on sm_100), else one for the same
+// major version and a lower minor without the arch-specific "a" suffix
+// (binary compatibility). tessel::Error naming both sides when none.
 const ArtifactCubin& pick_cubin(const std::vector<ArtifactCubin>& cubins, const std::string& device_arch);
 
 // An executable on device 0 from a CUDA artifact (a CPU one is refused).
 // Needs a GPU and its driver; throws one tessel::Error otherwise.
 std::unique_ptr<GpuExecutable> load_cuda_artifact(const std::string& path, const GpuExecutableOptions& o = {});
-// The same from contents already read (read_artifact); `a.storage` is kept.
-std::unique_ptr<GpuExecutable> load_cuda_artifact(const ArtifactContents& a, const GpuExecutableOptions& o = {});
+// The same from contents already read (read_artifact): the loaded model
+// borrows its weights from `a.storage`, which it keeps alive.
+std::unique_ptr<GpuExecutable> load_cuda_artifact(const ArtifactContents& a, const GpuExecutableOptions& o = {},
+                                                  const std::string& source_path = "");
 
 }  // namespace tessel
