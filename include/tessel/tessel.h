@@ -148,8 +148,10 @@ tessel_status tessel_run(const tessel_model* model, const tessel_tensor* inputs,
  * (tessel_output_shape tells them); their shapes are written before the
  * call returns. Runs of one model stay in order whichever streams they use.
  * A kernel's failed assertion is reported (TESSEL_ERROR_RUN) by the model's
- * next call, or by tessel_synchronize. TESSEL_ERROR_UNSUPPORTED for a CPU
- * model. */
+ * next call, or by tessel_synchronize; so a model with assertions (a
+ * Gather's index check, say) makes each call wait for the previous device
+ * run's end. Buffers are device 0's (its primary context) and must not
+ * overlap. TESSEL_ERROR_UNSUPPORTED for a CPU model. */
 tessel_status tessel_run_device(const tessel_model* model, const tessel_tensor* inputs, size_t num_inputs,
                                 tessel_tensor* outputs, size_t num_outputs, void* stream);
 
