@@ -83,7 +83,9 @@ TEST(GpuArtifact, TensorCoreGemmThroughTmaMaps) {
   size_t maps = 0;
   for (const ArtifactLaunch& l : a.cuda[0].launches) maps += l.tensor_maps.size();
   EXPECT_EQ(maps, compiled_maps);
-  if (cuda::device_arch() == "sm_90a") EXPECT_GT(maps, 0u);
+  if (cuda::device_arch() == "sm_90a") {
+    EXPECT_GT(maps, 0u);
+  }
   std::unique_ptr<GpuExecutable> loaded = load_cuda_artifact(path);
   std::filesystem::remove(path);
   const std::vector<RtValue> in = {RtValue(random_f32({2048, 512}, 12).cast(DType::BF16))};

@@ -82,7 +82,9 @@ TEST_F(ArtifactTest, LoadedWeightsBorrowTheFileMapping) {
   ArtifactContents in_memory = decode_artifact(bytes_);
   const std::unique_ptr<Model> copied = artifact_model(in_memory);
   for (const Value* v : copied->graph->initializers)
-    if (v->constant->nbytes() > 0) EXPECT_FALSE(inside(v->constant->raw())) << v->name;
+    if (v->constant->nbytes() > 0) {
+      EXPECT_FALSE(inside(v->constant->raw())) << v->name;
+    }
 }
 
 TEST_F(ArtifactTest, TruncatedFilesGiveOneClearError) {

@@ -139,17 +139,7 @@ namespace {
 std::vector<GpuLaunch> step_launches(const CudaCompiledModel& c, const std::vector<Step>& steps,
                                      const cuda::Module* module) {
   std::map<std::string, GpuLaunch> by_entry;
-  for (const cuda::KernelSource& k : c.source.kernels) {
-    GpuLaunch& l = by_entry[k.kernel_name];
-    l = GpuLaunch{};
-    l.function = cuda::prepare_function(*module, k.symbol, k.launch.shared_bytes);
-    l.geometry = k.launch;
-    l.tensor_maps = k.tensor_maps;
-    if (!k.narrow_symbol.empty()) {
-      l.narrow_function = cuda::prepare_function(*module, k.narrow_symbol, k.launch.shared_bytes);
-      l.narrow_limit = k.narrow_limit;
-    }
-  }
+  for (const cuda::KernelSource& k : c.source.kernels) by_entry[k.kernel_name] = prepare_launch(k, *module);
   std::vector<GpuLaunch> out;
   for (const Step& s : steps) {
     if (!s.kernel) {

@@ -47,19 +47,6 @@ std::pair<int, std::string> arch_parts(const std::string& arch) {
 // The major version of a two-or-more-digit compute capability (the last digit is the minor).
 int major_of(int version) { return version / 10; }
 
-GpuLaunch gpu_launch(const ArtifactLaunch& l, const cuda::Module& module) {
-  const cuda::KernelSource k = kernel_launch(l);
-  GpuLaunch g;
-  g.function = cuda::prepare_function(module, k.symbol, k.launch.shared_bytes);
-  g.geometry = k.launch;
-  g.tensor_maps = k.tensor_maps;
-  if (!k.narrow_symbol.empty()) {
-    g.narrow_function = cuda::prepare_function(module, k.narrow_symbol, k.launch.shared_bytes);
-    g.narrow_limit = k.narrow_limit;
-  }
-  return g;
-}
-
 }  // namespace
 
 ArtifactLaunch artifact_launch(const cuda::KernelSource& k, const std::vector<std::string>& syms) {
@@ -118,7 +105,7 @@ cuda::KernelSource kernel_launch(const ArtifactLaunch& l) {
 
 const ArtifactCubin& pick_cubin(const std::vector<ArtifactCubin>& cubins, const std::string& device_arch) {
   TS_CHECK(!cubins.empty(), "is not a CUDA artifact (it holds no cubin)");
-  const auto [device, device_suffix] = arch_parts(device_arch);
+  const int device = arch_parts(device_arch).first;
   const ArtifactCubin* best = nullptr;
   int best_version = -1;
   for (const ArtifactCubin& c : cubins) {
@@ -154,7 +141,7 @@ std::unique_ptr<GpuExecutable> load_cuda_artifact(const ArtifactContents& a, con
   std::map<std::string, GpuLaunch> by_entry;
   if (!cubin.launches.empty()) {
     module = std::make_shared<const cuda::Module>(cubin.image);
-    for (const ArtifactLaunch& l : cubin.launches) by_entry[l.entry] = gpu_launch(l, *module);
+    for (const ArtifactLaunch& l : cubin.launches) by_entry[l.entry] = prepare_launch(kernel_launch(l), *module);
   }
   std::vector<GpuLaunch> launches;
   for (size_t i = 0; i < steps.size(); ++i) {

@@ -12,6 +12,18 @@
 
 namespace tessel {
 
+GpuLaunch prepare_launch(const cuda::KernelSource& k, const cuda::Module& module) {
+  GpuLaunch l;
+  l.function = cuda::prepare_function(module, k.symbol, k.launch.shared_bytes);
+  l.geometry = k.launch;
+  l.tensor_maps = k.tensor_maps;
+  if (!k.narrow_symbol.empty()) {
+    l.narrow_function = cuda::prepare_function(module, k.narrow_symbol, k.launch.shared_bytes);
+    l.narrow_limit = k.narrow_limit;
+  }
+  return l;
+}
+
 namespace {
 
 // Bindings kept per executable; a model run at many shapes starts over

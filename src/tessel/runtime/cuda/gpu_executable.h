@@ -59,6 +59,10 @@ struct GpuLaunch {
   std::vector<cuda::TensorMapSpec> tensor_maps;  // built per instance (cuda/tensor_map.h)
 };
 
+// A kernel's launch from its source record, its functions looked up in
+// `module` (shared memory limits raised where the kernel needs more).
+GpuLaunch prepare_launch(const cuda::KernelSource& k, const cuda::Module& module);
+
 // Where one run's time went (milliseconds, CUDA events on the stream).
 struct GpuRunTimes {
   double upload_ms = 0;    // graph inputs host -> device
