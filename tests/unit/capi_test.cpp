@@ -164,6 +164,12 @@ TEST_F(CApi, TooSmallOutputStillGetsItsShape) {
   EXPECT_EQ(tessel_run(m_, &in, 1, &out, 1), TESSEL_ERROR_OUTPUT);
   EXPECT_NE(std::string(tessel_last_error()).find("buffer dtype i64, the result is f32"), std::string::npos)
       << tessel_last_error();
+  // No shape array, or room without data: refused before anything runs.
+  tessel_tensor no_shape{TESSEL_F32, 0, nullptr, z, sizeof z};
+  EXPECT_EQ(tessel_run(m_, &in, 1, &no_shape, 1), TESSEL_ERROR_OUTPUT);
+  EXPECT_STREQ(tessel_last_error(), "tessel_run: output 0 has no shape or data array");
+  tessel_tensor no_data{TESSEL_F32, 0, out_shape, nullptr, sizeof z};
+  EXPECT_EQ(tessel_run(m_, &in, 1, &no_data, 1), TESSEL_ERROR_OUTPUT);
 }
 #endif
 

@@ -1,7 +1,7 @@
 // The C API (include/tessel/tessel.h) over the runtime's artifact loaders,
-// Executable (CPU artifacts) and GpuExecutable (CUDA artifacts). Compiled only into libtessel_runtime (the shared library a
-// deployed program links), whose version script exports the tessel_*
-// functions alone. Every entry point catches everything: no exception
+// Executable (CPU artifacts) and GpuExecutable (CUDA artifacts). Compiled
+// only into libtessel_runtime (the shared library a deployed program links),
+// whose version script exports the tessel_* functions alone. Every entry point catches everything: no exception
 // crosses into C.
 #include "tessel/tessel.h"
 
@@ -129,25 +129,33 @@ tessel::Tensor input_tensor(const tessel_model::Info& info, const tessel_tensor&
   return tessel::Tensor::borrow(static_cast<DType>(t.dtype), std::move(shape), t.data, nullptr);
 }
 
+// Writes a result's shape into the caller's output and checks that its
+// buffer takes `nbytes` of `dtype`; false (with the message) when not.
+bool fit_output(DType dtype, const std::vector<int64_t>& shape, uint64_t nbytes, tessel_tensor& out, size_t index,
+                std::string& why) {
+  const std::string which = "output " + std::to_string(index);
+  if (shape.size() > TESSEL_MAX_RANK) {
+    why = which + ": rank " + std::to_string(shape.size()) + " over TESSEL_MAX_RANK";
+    return false;
+  }
+  out.rank = shape.size();
+  for (size_t d = 0; d < shape.size(); ++d) out.shape[d] = shape[d];
+  if (out.dtype != static_cast<tessel_dtype>(dtype)) {
+    why = which + ": buffer dtype " + std::string(tessel::dtype_name(static_cast<DType>(out.dtype))) +
+          ", the result is " + std::string(tessel::dtype_name(dtype));
+    return false;
+  }
+  if (out.nbytes < nbytes) {
+    why = which + ": buffer of " + std::to_string(out.nbytes) + " bytes, the result needs " + std::to_string(nbytes);
+    return false;
+  }
+  return true;
+}
+
 // Writes one result into the caller's output; false (with the message) when
 // its buffer or dtype does not fit, after writing the shape.
 bool write_output(const tessel::Tensor& r, tessel_tensor& out, size_t index, std::string& why) {
-  const std::string which = "output " + std::to_string(index);
-  if (r.rank() > TESSEL_MAX_RANK) {
-    why = which + ": rank " + std::to_string(r.rank()) + " over TESSEL_MAX_RANK";
-    return false;
-  }
-  out.rank = r.rank();
-  for (size_t d = 0; d < r.rank(); ++d) out.shape[d] = r.shape()[d];
-  if (out.dtype != static_cast<tessel_dtype>(r.dtype())) {
-    why = which + ": buffer dtype " + std::string(tessel::dtype_name(static_cast<DType>(out.dtype))) +
-          ", the result is " + std::string(tessel::dtype_name(r.dtype()));
-    return false;
-  }
-  if (out.nbytes < r.nbytes()) {
-    why = which + ": buffer of " + std::to_string(out.nbytes) + " bytes, the result needs " + std::to_string(r.nbytes());
-    return false;
-  }
+  if (!fit_output(r.dtype(), r.shape(), r.nbytes(), out, index, why)) return false;
   if (r.nbytes() > 0) std::memcpy(out.data, r.raw(), r.nbytes());
   return true;
 }
@@ -162,15 +170,20 @@ tessel_status value_info(const tessel_model* m, size_t index, tessel_value_info*
   return TESSEL_OK;
 }
 
-// As many inputs and outputs as the model has (TESSEL_OK), else a status naming `fn`.
-tessel_status check_counts(const tessel_model& m, const char* fn, const tessel_tensor* inputs, size_t num_inputs,
-                           const tessel_tensor* outputs, size_t num_outputs) {
+// As many inputs and outputs as the model has, each output with its shape
+// and data arrays (TESSEL_OK), else a status naming `fn`.
+tessel_status check_arguments(const tessel_model& m, const char* fn, const tessel_tensor* inputs, size_t num_inputs,
+                              const tessel_tensor* outputs, size_t num_outputs) {
   if (num_inputs != m.inputs.size() || (num_inputs > 0 && !inputs))
     return failure(TESSEL_ERROR_INPUT, std::string(fn) + ": the model takes " + std::to_string(m.inputs.size()) +
                                            " inputs, got " + std::to_string(num_inputs));
   if (num_outputs != m.outputs.size() || (num_outputs > 0 && !outputs))
     return failure(TESSEL_ERROR_OUTPUT, std::string(fn) + ": the model has " + std::to_string(m.outputs.size()) +
                                             " outputs, got room for " + std::to_string(num_outputs));
+  for (size_t i = 0; i < num_outputs; ++i)
+    if (!outputs[i].shape || (outputs[i].nbytes > 0 && !outputs[i].data))
+      return failure(TESSEL_ERROR_OUTPUT,
+                     std::string(fn) + ": output " + std::to_string(i) + " has no shape or data array");
   return TESSEL_OK;
 }
 
@@ -254,11 +267,9 @@ tessel_status tessel_output_info(const tessel_model* model, size_t index, tessel
 tessel_status tessel_run(const tessel_model* model, const tessel_tensor* inputs, size_t num_inputs,
                          tessel_tensor* outputs, size_t num_outputs) {
   if (!model) return failure(TESSEL_ERROR_INVALID_ARGUMENT, "tessel_run: null model");
-  if (const tessel_status s = check_counts(*model, "tessel_run", inputs, num_inputs, outputs, num_outputs); s != TESSEL_OK)
+  if (const tessel_status s = check_arguments(*model, "tessel_run", inputs, num_inputs, outputs, num_outputs);
+      s != TESSEL_OK)
     return s;
-  for (size_t i = 0; i < num_outputs; ++i)
-    if (!outputs[i].shape || (outputs[i].nbytes > 0 && !outputs[i].data))
-      return failure(TESSEL_ERROR_OUTPUT, "tessel_run: output " + std::to_string(i) + " has no shape or data array");
   std::vector<tessel::RtValue> in;
   tessel_status s = guarded(TESSEL_ERROR_INPUT, [&] {
     std::map<std::string, int64_t> bound;
@@ -290,7 +301,8 @@ tessel_status tessel_run_device(const tessel_model* model, const tessel_tensor* 
                                 tessel_tensor* outputs, size_t num_outputs, void* stream) {
   if (!model) return failure(TESSEL_ERROR_INVALID_ARGUMENT, "tessel_run_device: null model");
   if (!model->gpu) return failure(TESSEL_ERROR_UNSUPPORTED, "tessel_run_device: a CPU model (use tessel_run)");
-  if (const tessel_status s = check_counts(*model, "tessel_run_device", inputs, num_inputs, outputs, num_outputs); s != TESSEL_OK)
+  if (const tessel_status s = check_arguments(*model, "tessel_run_device", inputs, num_inputs, outputs, num_outputs);
+      s != TESSEL_OK)
     return s;
   std::vector<tessel::DeviceTensorRef> refs;
   tessel_status s = guarded(TESSEL_ERROR_INPUT, [&] {
@@ -314,29 +326,18 @@ tessel_status tessel_run_device(const tessel_model* model, const tessel_tensor* 
   if (s != TESSEL_OK) return s;
   std::vector<uint64_t> out_ptrs;
   std::string why;
-  for (size_t i = 0; i < num_outputs; ++i) {
-    tessel_tensor& o = outputs[i];
-    const std::string which = "output " + std::to_string(i);
-    if (!o.shape) return failure(TESSEL_ERROR_OUTPUT, "tessel_run_device: " + which + " has no shape array");
-    if (dims[i].size() > TESSEL_MAX_RANK) return failure(TESSEL_ERROR_OUTPUT, which + ": rank over TESSEL_MAX_RANK");
-    o.rank = dims[i].size();
-    int64_t bytes = 0;
-    s = guarded(TESSEL_ERROR_OUTPUT, [&] {
-      bytes = tessel::dtype_storage_size(model->outputs[i].type->dtype);
-      for (size_t d = 0; d < dims[i].size(); ++d) bytes = tessel::checked_mul(bytes, o.shape[d] = dims[i][d]);
-      return TESSEL_OK;
-    });
-    if (s != TESSEL_OK) return s;
-    const DType want = model->outputs[i].type->dtype;
-    if (why.empty() && o.dtype != static_cast<tessel_dtype>(want))
-      why = which + ": buffer dtype " + std::string(tessel::dtype_name(static_cast<DType>(o.dtype))) +
-            ", the result is " + std::string(tessel::dtype_name(want));
-    else if (why.empty() && o.nbytes < uint64_t(bytes))
-      why = which + ": buffer of " + std::to_string(o.nbytes) + " bytes, the result needs " + std::to_string(bytes);
-    else if (why.empty() && bytes > 0 && !o.data)
-      why = which + ": no data";
-    out_ptrs.push_back(reinterpret_cast<uint64_t>(o.data));
-  }
+  s = guarded(TESSEL_ERROR_OUTPUT, [&] {
+    for (size_t i = 0; i < num_outputs; ++i) {
+      const DType dtype = model->outputs[i].type->dtype;
+      int64_t bytes = tessel::dtype_storage_size(dtype);
+      for (int64_t d : dims[i]) bytes = tessel::checked_mul(bytes, d);
+      std::string w;
+      if (!fit_output(dtype, dims[i], uint64_t(bytes), outputs[i], i, w) && why.empty()) why = w;
+      out_ptrs.push_back(reinterpret_cast<uint64_t>(outputs[i].data));
+    }
+    return TESSEL_OK;
+  });
+  if (s != TESSEL_OK) return s;
   if (!why.empty()) return failure(TESSEL_ERROR_OUTPUT, why);
   return guarded(TESSEL_ERROR_RUN, [&] {
     model->gpu->run_device(refs, out_ptrs, stream);
