@@ -12,6 +12,7 @@
 #include "tessel/ir/printer.h"
 #include "tessel/runtime/cuda/gpu_artifact.h"
 #include "tessel/support/error.h"
+#include "tessel/support/strings.h"
 
 namespace tessel {
 
@@ -19,12 +20,8 @@ namespace {
 
 std::vector<std::string> enabled_features(const std::string& list) {
   std::vector<std::string> out;
-  size_t start = 0;
-  while (start < list.size()) {
-    const size_t comma = std::min(list.find(',', start), list.size());
-    if (list[start] == '+') out.push_back(list.substr(start, comma - start));
-    start = comma + 1;
-  }
+  for (std::string& f : split(list, ','))
+    if (!f.empty() && f[0] == '+') out.push_back(std::move(f));
   return out;
 }
 

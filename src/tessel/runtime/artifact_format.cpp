@@ -6,6 +6,7 @@
 
 #include "tessel/support/error.h"
 #include "tessel/support/fast_hash.h"
+#include "tessel/support/strings.h"
 
 namespace tessel {
 
@@ -342,13 +343,8 @@ std::string reseal_artifact(std::string b) {
 
 std::vector<std::string> missing_cpu_features(const std::vector<std::string>& required, const std::string& host) {
   std::set<std::string> enabled;
-  size_t start = 0;
-  while (start <= host.size()) {
-    const size_t comma = std::min(host.find(',', start), host.size());
-    const std::string f = host.substr(start, comma - start);
+  for (const std::string& f : split(host, ','))
     if (f.size() > 1 && f[0] == '+') enabled.insert(f);
-    start = comma + 1;
-  }
   std::set<std::string> missing;
   for (const std::string& f : required)
     if (f.size() > 1 && f[0] == '+' && !enabled.count(f)) missing.insert(f);

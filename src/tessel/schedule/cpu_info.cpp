@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <thread>
+#include <vector>
 
 #include <unistd.h>
+
+#include "tessel/support/strings.h"
 
 namespace tessel {
 
@@ -11,15 +14,8 @@ namespace {
 
 // True when the comma-separated feature list enables `name` ("+name").
 bool enabled(const std::string& features, const std::string& name) {
-  const std::string wanted = "+" + name;
-  size_t start = 0;
-  while (start <= features.size()) {
-    size_t end = features.find(',', start);
-    if (end == std::string::npos) end = features.size();
-    if (features.compare(start, end - start, wanted) == 0) return true;
-    start = end + 1;
-  }
-  return false;
+  const std::vector<std::string> fields = split(features, ',');
+  return std::find(fields.begin(), fields.end(), "+" + name) != fields.end();
 }
 
 // sysconf's answer when it has one (it reports 0 or -1 on some kernels and VMs).

@@ -11,6 +11,7 @@
 #include "tessel/driver/model_loader.h"
 #include "tessel/driver/session.h"
 #include "tessel/support/error.h"
+#include "tessel/support/strings.h"
 #include "tessel/tools/commands.h"
 
 namespace tessel::cli {
@@ -57,15 +58,12 @@ int report(const CompileArgs& a, const CommonArgs& c, const Summary& s) {
 
 // "sm_90a,sm_80" -> each arch; "" -> the default one (the GPU's, else sm_90a).
 std::vector<std::string> cuda_archs(const std::string& list) {
+  if (list.empty()) return {default_cuda_arch()};
   std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= list.size()) {
-    const size_t comma = std::min(list.find(',', start), list.size());
-    std::string a = list.substr(start, comma - start);
-    TS_CHECK(!a.empty() || list.empty(), "--cuda-arch '", list, "': an empty architecture in the list");
+  for (const std::string& a : split(list, ',')) {
+    TS_CHECK(!a.empty(), "--cuda-arch '", list, "': an empty architecture in the list");
     TS_CHECK(std::find(out.begin(), out.end(), a) == out.end(), "--cuda-arch '", list, "': ", a, " twice");
-    out.push_back(a.empty() ? default_cuda_arch() : a);
-    start = comma + 1;
+    out.push_back(a);
   }
   return out;
 }

@@ -1,0 +1,16 @@
+#include "tessel/support/strings.h"
+
+namespace tessel {
+
+std::vector<std::string> split(std::string_view text, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (true) {
+    const size_t end = text.find(sep, start);
+    out.emplace_back(text.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start));
+    if (end == std::string_view::npos) return out;
+    start = end + 1;
+  }
+}
+
+}  // namespace tessel
