@@ -55,6 +55,7 @@ class ArtifactTest : public ::testing::Test {
 TEST_F(ArtifactTest, RoundTripRunsBitwiseLikeTheInProcessCompile) {
   const std::string path = write("mlp.tsx", bytes_);
   EXPECT_TRUE(is_artifact_file(path));
+  EXPECT_FALSE(is_cuda_artifact_file(path));  // its cuda section is empty
   std::unique_ptr<Executable> loaded = load_artifact(path, DriverOptions{});
   for (int64_t batch : {1, 3, 40}) {  // compiled without --dim: valid at every binding
     const std::vector<RtValue> in = testing::random_inputs(*model_->graph, {{"batch", batch}}, 2);

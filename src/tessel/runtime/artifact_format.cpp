@@ -269,6 +269,21 @@ std::string encode_artifact(const ArtifactContents& a) {
 
 uint64_t artifact_checksum(const char* payload, size_t n) { return fast_hash64(payload, n); }
 
+size_t artifact_header_bytes() { return kHeaderBytes; }
+
+bool header_has_cuda_code(std::string_view head) {
+  if (head.size() < kHeaderBytes || std::memcmp(head.data(), kArtifactMagic, 8) != 0) return false;
+  Reader r(head.data() + 8, kHeaderBytes - 8);
+  const uint64_t word = r.u64();  // the version (low half), then the section count
+  if (static_cast<uint32_t>(word) != kArtifactVersion || (word >> 32) != kSections) return false;
+  uint64_t length = 0;
+  for (size_t i = 0; i < kSections; ++i) {
+    length = r.u64();
+    r.u64();  // checksum
+  }
+  return length > 8;  // the cuda section comes last; empty, it is its u64 count alone
+}
+
 ArtifactContents decode_artifact(std::string_view bytes) {
   TS_CHECK(bytes.size() >= 8 && std::memcmp(bytes.data(), kArtifactMagic, 7) == 0, "not a tessel artifact");
   TS_CHECK(bytes[7] == kArtifactMagic[7], "artifact format '", bytes.substr(0, 8),

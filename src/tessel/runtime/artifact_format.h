@@ -122,6 +122,11 @@ std::string encode_artifact(const ArtifactContents& a);
 // The result's `constants` point into `bytes`, which must outlive them.
 ArtifactContents decode_artifact(std::string_view bytes);
 
+// The header's size, and whether a header of this version says the file
+// holds cubins (a non-empty cuda section; nothing else is checked).
+size_t artifact_header_bytes();
+bool header_has_cuda_code(std::string_view head);
+
 // The checksum of a section's bytes.
 uint64_t artifact_checksum(const char* payload, size_t n);
 // `bytes` with the header's section lengths and checksums recomputed (the

@@ -85,15 +85,8 @@ bool is_artifact_file(const std::string& path) {
 
 bool is_cuda_artifact_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
-  unsigned char head[72] = {};
-  if (!f || !f.read(reinterpret_cast<char*>(head), sizeof head) || std::memcmp(head, kArtifactMagic, 8) != 0) return false;
-  auto word = [&](size_t at, int bytes) {
-    uint64_t v = 0;
-    for (int i = 0; i < bytes; ++i) v |= static_cast<uint64_t>(head[at + i]) << (8 * i);
-    return v;
-  };
-  // Version 4's fourth section (the cuda one) is its u64 count alone when empty.
-  return word(8, 4) == kArtifactVersion && word(12, 4) >= 4 && word(64, 8) > 8;
+  std::string head(artifact_header_bytes(), '\0');
+  return f && f.read(head.data(), static_cast<std::streamsize>(head.size())) && header_has_cuda_code(head);
 }
 
 std::vector<const Node*> artifact_nodes(const Graph& g) {
