@@ -1,7 +1,7 @@
 // The attention path of the lowering engine (NestSchedule::gpu_attention):
 // a group whose root is an ONNX Attention node becomes one loop IR
 // attention statement (loop/ir.h) instead of the node's composed
-// reductions (ops/attention_lower.cpp), which is what a flash-attention
+// reductions (ops/attention/attention_lower.cpp), which is what a flash-attention
 // kernel takes (docs/flash_attention.md).
 //
 // The statement's batch variable runs over batch x query heads; q, k and v

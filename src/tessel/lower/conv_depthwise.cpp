@@ -17,7 +17,7 @@
 #include "tessel/loop/simplify.h"
 #include "tessel/loop/visit.h"
 #include "tessel/lower/group_lowerer.h"
-#include "tessel/ops/conv_util.h"
+#include "tessel/ops/conv/conv_util.h"
 
 namespace tessel::lowering {
 

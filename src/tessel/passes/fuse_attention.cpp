@@ -1,5 +1,5 @@
 // fuse_attention: scaled dot-product attention written as separate ops
-// becomes one ONNX Attention node (opset 23, ops/attention.cpp), the form a
+// becomes one ONNX Attention node (opset 23, ops/attention/attention.cpp), the form a
 // fused kernel (flash attention: online softmax, no score matrix in memory)
 // can take. Recognised, with every intermediate used only by the next step:
 //
