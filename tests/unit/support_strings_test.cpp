@@ -16,5 +16,12 @@ TEST(SupportSplit, KeepsEmptyFields) {
   EXPECT_EQ(split("one", ','), (V{"one"}));
 }
 
+TEST(SupportJoin, InvertsSplit) {
+  EXPECT_EQ(join({}, ", "), "");
+  EXPECT_EQ(join({"a"}, ", "), "a");
+  EXPECT_EQ(join({"a", "", "b"}, "|"), "a||b");
+  for (const char* text : {"x86-64,+avx2,-sse4a", ",", ""}) EXPECT_EQ(join(split(text, ','), ","), text);
+}
+
 }  // namespace
 }  // namespace tessel

@@ -20,6 +20,7 @@
 #include "tessel/support/fast_hash.h"
 #ifdef TESSEL_HAVE_LLVM
 #include "tessel/codegen/cpu/cpu_codegen.h"
+#include "tessel/support/env.h"
 #endif
 
 namespace tessel {
@@ -197,11 +198,11 @@ std::string model_cache_key(const std::string& model_path, const std::string& mo
 }
 
 uint64_t model_cache_budget_bytes() {
-  if (const char* v = std::getenv("TESSEL_MODEL_CACHE_MAX_BYTES"); v && *v) {
+  if (auto v = env("TESSEL_MODEL_CACHE_MAX_BYTES")) {
     char* end = nullptr;
-    const unsigned long long n = std::strtoull(v, &end, 10);
+    const unsigned long long n = std::strtoull(v->c_str(), &end, 10);
     if (end && *end == '\0') return n;
-    warn(str_cat("TESSEL_MODEL_CACHE_MAX_BYTES='", v, "' is not a byte count; using 8 GiB"));
+    warn(str_cat("TESSEL_MODEL_CACHE_MAX_BYTES='", *v, "' is not a byte count; using 8 GiB"));
   }
   return uint64_t{8} << 30;
 }

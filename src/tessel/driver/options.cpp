@@ -3,7 +3,9 @@
 #include <cstdlib>
 
 #include "tessel/driver/cuda_compiler.h"
+#include "tessel/support/env.h"
 #include "tessel/support/error.h"
+#include "tessel/support/strings.h"
 
 namespace tessel {
 
@@ -85,9 +87,33 @@ void check_options_supported(const DriverOptions& o, bool needs_device) {
 }
 
 std::string cache_dir() {
-  if (const char* d = std::getenv("TESSEL_CACHE_DIR"); d && *d) return d;
-  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/tessel";
+  if (auto d = env("TESSEL_CACHE_DIR")) return *d;
+  if (auto h = env("HOME")) return *h + "/.cache/tessel";
   return ".cache/tessel";
+}
+
+std::string print_options(const DriverOptions& o) {
+  std::string out = "# compile options (flags, or their defaults)\n";
+  out += str_cat("target ", target_name(o.target), "\nprecision ", precision_name(o.precision), "\nthreads ",
+                 o.threads, o.threads == 0 ? " (default: all cores)" : "", "\ncpu ", o.cpu, "\n");
+  for (const auto& [sym, n] : o.dims) out += str_cat("dim ", sym, "=", n, "\n");
+  for (const std::string& p : o.disabled_passes) out += "disable-pass " + p + "\n";
+  out += "tuning-db " + (o.tuning_db.empty() ? std::string("none") : o.tuning_db) + "\n";
+  out += "# knobs: --knob NAME.KEY=VALUE sets one for every kernel that takes it; unset ones keep\n"
+         "# each kernel's default or tuned value (--emit schedule shows them per kernel)\n";
+  for (const auto& [key, values] : knob_keys()) {
+    std::string set;
+    for (const Primitive& k : o.knobs)  // the last one given wins, as in knob_int
+      for (const auto& [kk, v] : k.attrs)
+        if (k.name + "." + kk == key) set = v;
+    out += str_cat("knob ", key, " ", set.empty() ? "default" : set, "  # ", values, "\n");
+  }
+  out += "# environment (deployment settings only; README.md \"Environment\")\n";
+  for (const EnvSetting& e : env_settings()) {
+    const auto v = env(e.name);
+    out += str_cat("env ", e.name, " ", v ? *v : "unset", "  # ", e.what, "\n");
+  }
+  return out;
 }
 
 }  // namespace tessel

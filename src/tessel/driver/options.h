@@ -59,6 +59,12 @@ struct DriverOptions {
 // inspecting CUDA kernels needs no device.
 void check_options_supported(const DriverOptions& o, bool needs_device = true);
 
+// The options in effect, a line each, for `tessel inspect MODEL --emit
+// options`: the flags (or their defaults), every knob key with the value set
+// (or "default") and its accepted values, and the environment's deployment
+// settings (support/env.h).
+std::string print_options(const DriverOptions& o);
+
 // The folder for caches: $TESSEL_CACHE_DIR, else ~/.cache/tessel. Nothing
 // creates it yet (tessel keeps no caches so far).
 std::string cache_dir();

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "tessel/support/error.h"
+#include "tessel/support/strings.h"
 
 namespace tessel {
 
@@ -277,6 +278,19 @@ Primitive parse_knob(std::string_view text) {
 std::string print_knob(const Primitive& knob) {
   std::string out;
   for (const auto& [k, v] : knob.attrs) out += (out.empty() ? "" : " ") + knob.name + "." + k + "=" + v;
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> knob_keys() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [name, spec] : specs()) {
+    if (name.find('.') == std::string::npos) continue;  // a loop primitive, not a knob
+    for (const auto& [key, k] : spec.keys) {
+      std::string values = k.type == KeySpec::Word ? join(k.words, "|") : str_cat(k.lo, "..", k.hi);
+      if (k.pow2) values += ", a power of two";
+      out.emplace_back(name + "." + key, values);
+    }
+  }
   return out;
 }
 

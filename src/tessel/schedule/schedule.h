@@ -99,6 +99,9 @@ std::vector<std::string> known_primitives();
 Primitive parse_knob(std::string_view text);
 // The knob's text form, as parse_knob reads it (one key=value per knob).
 std::string print_knob(const Primitive& knob);
+// Every PRIMITIVE.KEY that --knob accepts with its values ("0..1",
+// "serial|m_blocks|tiles"), in name order: `inspect --emit options` lists them.
+std::vector<std::pair<std::string, std::string>> knob_keys();
 // Sets each knob's values on `s` where s.kind takes the knob; true when
 // anything changed. The result is checked (check_schedule).
 bool apply_knobs(const std::vector<Primitive>& knobs, Schedule* s);

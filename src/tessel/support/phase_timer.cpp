@@ -1,15 +1,15 @@
 #include "tessel/support/phase_timer.h"
 
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
+
+#include "tessel/support/env.h"
 
 namespace tessel {
 
 bool phase_timings_enabled() {
   static const bool on = [] {
-    const char* v = std::getenv("TESSEL_TIMINGS");
-    return v && *v && std::strcmp(v, "0") != 0;
+    const auto v = env("TESSEL_TIMINGS");
+    return v && *v != "0";
   }();
   return on;
 }

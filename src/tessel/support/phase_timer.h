@@ -5,7 +5,7 @@
 //
 // Compile time is spent in a few phases (import, pass pipeline, fusion and
 // lowering, simplification, LLVM, caches); this says which, without a
-// profiler. Off, it costs one getenv per process.
+// profiler. Off, it costs one read of the environment per process.
 #pragma once
 
 #include <chrono>

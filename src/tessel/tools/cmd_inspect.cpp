@@ -1,4 +1,4 @@
-// tessel inspect MODEL [--print-after PASS|all] [--emit graph|fused|loop|schedule|llvm|asm|plan|cuda|ptx] [--cuda-arch sm_XY]
+// tessel inspect MODEL [--print-after PASS|all] [--emit graph|fused|loop|schedule|llvm|asm|plan|cuda|ptx|options] [--cuda-arch sm_XY]
 //                      [--disable-pass NAME]... [--elide-constants]
 #include <algorithm>
 #include <optional>
@@ -24,7 +24,8 @@ namespace {
 
 // What --emit accepts.
 const std::vector<std::string>& emit_kinds() {
-  static const std::vector<std::string> kinds = {"graph", "fused", "loop", "schedule", "llvm", "asm", "plan", "cuda", "ptx"};
+  static const std::vector<std::string> kinds = {"graph", "fused", "loop", "schedule", "llvm", "asm", "plan", "cuda", "ptx",
+                                                  "options"};
   return kinds;
 }
 
@@ -54,6 +55,7 @@ MemoryPlan plan_for(const Model& m, const std::map<std::string, int64_t>& bindin
 // or PTX (for cuda_arch, or the device's). Groups and loop IR are those of
 // the target's lowering, with the schedules `o` asks for (--tuning-db, --knob).
 std::string emit_stage(const Model& m, const std::string& emit, const std::string& cuda_arch, const DriverOptions& o) {
+  if (emit == "options") return print_options(o);
   if (emit == "cuda") return emit_cuda(m, cuda_arch, o.knobs);
   if (emit == "ptx") return emit_ptx(m, cuda_arch, o.knobs);
   const Target t = o.target;

@@ -8,7 +8,7 @@
 #include <iostream>
 #include <new>
 
-#include "tessel/driver/json.h"
+#include "tessel/driver/json_util.h"
 #include "tessel/driver/options.h"
 #include "tessel/support/error.h"
 #include "tessel/tools/commands.h"
@@ -59,9 +59,9 @@ int report_error(const std::string& file, const std::string& what, bool json) {
   std::cerr << "error: " << file << ": " << msg << "\n";
   if (json) {
     Json j = Json::object();
-    j.set("error", msg);
-    j.set("file", file);
-    std::cout << j.dump() << "\n";
+    j["error"] = msg;
+    j["file"] = file;
+    std::cout << json_line(j) << "\n";
   }
   std::cout.flush();
   return 1;
@@ -101,7 +101,7 @@ int main(int argc, char** argv) {
   inspect->add_option("--emit", inspect_args.emit,
                       "What to print: graph (default), fused (kernel groups), loop (loop IR), schedule (each kernel's "
                       "schedule, docs/tuning.md), llvm, asm, plan (memory plan), cuda (CUDA C++ of the GPU kernels), "
-                      "ptx (their PTX, through NVRTC)");
+                      "ptx (their PTX, through NVRTC), options (the compile options, knobs and environment in effect)");
   inspect->add_option("--cuda-arch", inspect_args.cuda_arch,
                       "Architecture for --emit ptx (default: the GPU's, else sm_90a)")
       ->type_name("sm_XY");

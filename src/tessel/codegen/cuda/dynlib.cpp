@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "tessel/support/error.h"
+#include "tessel/support/env.h"
 
 namespace tessel::cuda::detail {
 
@@ -30,12 +31,12 @@ DynamicLibrary open_first(const std::vector<std::string>& candidates, std::strin
 
 std::vector<std::string> cuda_library_candidates(const char* env_override, const std::vector<std::string>& names,
                                                  bool toolkit_folders) {
-  if (const char* p = std::getenv(env_override); p && *p) return {p};
+  if (auto p = env(env_override)) return {*p};
   std::vector<std::string> out = names;
   if (!toolkit_folders) return out;
   std::vector<std::string> roots;
   for (const char* v : {"CUDA_HOME", "CUDA_PATH"})
-    if (const char* r = std::getenv(v); r && *r) roots.push_back(r);
+    if (auto r = env(v)) roots.push_back(*r);
   roots.push_back("/usr/local/cuda");
   for (const std::string& root : roots)
     for (const char* sub : {"/lib64/", "/lib/", "/targets/x86_64-linux/lib/"})

@@ -7,6 +7,7 @@
 #include "tessel/support/cache_file.h"
 #include "tessel/support/error.h"
 #include "tessel/support/sha256.h"
+#include "tessel/support/env.h"
 
 namespace tessel::cuda {
 
@@ -153,7 +154,7 @@ std::string cuda_include_dir() {
   namespace fs = std::filesystem;
   std::vector<std::string> roots;
   for (const char* v : {"CUDA_HOME", "CUDA_PATH"})
-    if (const char* r = std::getenv(v); r && *r) roots.push_back(r);
+    if (auto r = env(v)) roots.push_back(*r);
   roots.push_back("/usr/local/cuda");
   // The toolkit that holds the NVRTC we loaded: <root>/lib64/libnvrtc.so.13.
   const NvrtcApi& a = api();
