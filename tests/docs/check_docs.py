@@ -218,7 +218,11 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tessel", required=True, help="the tessel binary whose --help is the reference")
     args = parser.parse_args()
-    checker = Checker(args.tessel)
+    try:
+        checker = Checker(args.tessel)
+    except (OSError, subprocess.CalledProcessError) as e:
+        print(f"check_docs: cannot read {args.tessel} --help: {e}")
+        return 2
     docs = ["README.md"] + sorted(os.path.join("docs", f) for f in os.listdir(os.path.join(REPO, "docs"))
                                   if f.endswith(".md"))
     for rel in docs:
