@@ -1,13 +1,16 @@
-// Data-movement operators. The family is split over three files:
-//   shape_ops.cpp      Constant, Identity, Shape, Size, Reshape, Flatten,
-//                      Squeeze, Unsqueeze, Expand, ConstantOfShape, Range, EyeLike
-//   movement_layout.cpp Transpose, Concat, Split, Slice, Tile, Pad,
-//                      DepthToSpace, SpaceToDepth, CenterCropPad, Trilu,
-//                      ReverseSequence
-//   gather_scatter.cpp Gather, GatherElements, GatherND, Scatter,
-//                      ScatterElements, ScatterND, TensorScatter, Compress,
-//                      OneHot, NonZero, Unique
-// with their shared helpers in movement_common.h.
+// Data-movement operators. The family is split over these files:
+//   shape_ops.cpp               Constant, Identity, Shape, Size, Reshape, Flatten,
+//                               Squeeze, Unsqueeze, Expand, ConstantOfShape, Range, EyeLike
+//   movement_layout.cpp         register_layout_ops, over:
+//     movement_transpose.cpp    Transpose, DepthToSpace, SpaceToDepth, ReverseSequence
+//     movement_concat_split.cpp Concat, Split, Tile
+//     movement_slice_pad.cpp    Slice, Pad, CenterCropPad, Trilu
+//   ../gather_scatter/          Gather*, Scatter*, TensorScatter (gather.cpp,
+//                               scatter.cpp), Compress, OneHot, NonZero, Unique
+//                               (select_ops.cpp)
+// with their shared helpers in movement_common.h; their compiled forms are
+// movement_lower.cpp, layout_lower.cpp, split_lower.cpp and
+// ../gather_scatter/scatter_lower.cpp.
 #include "tessel/ops/movement/movement_common.h"
 #include "tessel/ops/registry.h"
 
