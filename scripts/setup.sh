@@ -10,6 +10,7 @@ APT_PACKAGES=(
   libprotobuf-dev protobuf-compiler     # ONNX model loading (static libprotobuf)
   libonnx-dev                           # ships onnx.proto, compiled by protoc at build time
   libgtest-dev libbenchmark-dev libcli11-dev
+  nlohmann-json3-dev                    # the CLI's --json output
   clang-19 libclang-rt-19-dev           # libFuzzer target for the loader
 )
 

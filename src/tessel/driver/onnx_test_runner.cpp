@@ -17,13 +17,13 @@ namespace fs = std::filesystem;
 
 Json CaseResult::to_json() const {
   Json j = Json::object();
-  j.set("name", name);
-  j.set("status", status);
-  j.set("message", message);
+  j["name"] = name;
+  j["status"] = status;
+  j["message"] = message;
   Json ops = Json::array();
-  for (const auto& op : interpreter_nodes) ops.push(op);
-  j.set("interpreter_nodes", std::move(ops));
-  j.set("time_ms", time_ms);
+  for (const auto& op : interpreter_nodes) ops.push_back(op);
+  j["interpreter_nodes"] = std::move(ops);
+  j["time_ms"] = time_ms;
   return j;
 }
 

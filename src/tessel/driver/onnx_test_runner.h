@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "tessel/driver/json.h"
+#include "tessel/driver/json_util.h"
 #include "tessel/driver/options.h"
 
 namespace tessel {

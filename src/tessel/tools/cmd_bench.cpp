@@ -5,7 +5,7 @@
 #include <iostream>
 #include <optional>
 
-#include "tessel/driver/json.h"
+#include "tessel/driver/json_util.h"
 #include "tessel/interp/interpreter.h"
 #include "tessel/runtime/step_cost.h"
 #include "tessel/support/error.h"
@@ -130,39 +130,39 @@ int cmd_bench(const BenchArgs& a, const CommonArgs& c) {
   const int threads = p.exe ? p.exe->threads() : 1;  // the interpreter is single-threaded (cuda: the host thread)
   if (c.json) {
     Json j = Json::object();
-    j.set("model", a.model);
-    j.set("target", target_name(o.target));
-    j.set("threads", threads);
-    j.set("warmup", a.warmup);
-    j.set("iters", a.iters);
-    j.set("median_ms", median);
-    j.set("p10_ms", p10);
-    j.set("p90_ms", p90);
-    j.set("min_ms", ms.front());
-    j.set("compile_s", compile_s);
-    j.set("load_s", load_s);
+    j["model"] = a.model;
+    j["target"] = target_name(o.target);
+    j["threads"] = threads;
+    j["warmup"] = a.warmup;
+    j["iters"] = a.iters;
+    j["median_ms"] = median;
+    j["p10_ms"] = p10;
+    j["p90_ms"] = p90;
+    j["min_ms"] = ms.front();
+    j["compile_s"] = compile_s;
+    j["load_s"] = load_s;
     if (copies) {
-      j.set("timing", "device");  // median_ms: CUDA events around the kernels, inputs on the device
-      j.set("cuda_graph", p.gpu_exe()->uses_graph());
-      j.set("upload_ms", copies->upload_ms);
-      j.set("download_ms", copies->download_ms);
-      j.set("end_to_end_ms", copies->end_to_end_ms);
+      j["timing"] = "device";  // median_ms: CUDA events around the kernels, inputs on the device
+      j["cuda_graph"] = p.gpu_exe()->uses_graph();
+      j["upload_ms"] = copies->upload_ms;
+      j["download_ms"] = copies->download_ms;
+      j["end_to_end_ms"] = copies->end_to_end_ms;
     }
     if (a.profile > 0) {
       Json rows = Json::array();
       for (const ProfileRow& r : prof) {
         Json row = Json::object();
-        row.set("step", static_cast<int64_t>(r.step));
-        row.set("what", r.what);
-        row.set("median_ms", r.median_ms);
-        row.set("share", r.share);
-        row.set("bytes", r.cost.bytes);
-        row.set("flops", r.cost.flops);
-        rows.push(row);
+        row["step"] = r.step;
+        row["what"] = r.what;
+        row["median_ms"] = r.median_ms;
+        row["share"] = r.share;
+        row["bytes"] = r.cost.bytes;
+        row["flops"] = r.cost.flops;
+        rows.push_back(row);
       }
-      j.set("profile", rows);
+      j["profile"] = rows;
     }
-    std::cout << j.dump() << "\n";
+    std::cout << json_line(j) << "\n";
   } else {
     std::cout << a.model << ": median " << fixed(median, 3) << " ms (p10 " << fixed(p10, 3) << ", p90 "
               << fixed(p90, 3) << ", min " << fixed(ms.front(), 3) << ") over " << a.iters << " runs after "

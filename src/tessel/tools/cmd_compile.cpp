@@ -6,7 +6,7 @@
 #include "tessel/driver/artifact.h"
 #include "tessel/driver/compiler.h"
 #include "tessel/driver/cuda_compiler.h"
-#include "tessel/driver/json.h"
+#include "tessel/driver/json_util.h"
 #include "tessel/driver/model_cache.h"
 #include "tessel/driver/model_loader.h"
 #include "tessel/driver/session.h"
@@ -37,16 +37,16 @@ Summary summarize(const ArtifactContents& a) {
 int report(const CompileArgs& a, const CommonArgs& c, const Summary& s) {
   if (c.json) {
     Json j = Json::object();
-    j.set("model", a.model);
-    j.set("output", a.output);
-    j.set("bytes", static_cast<int64_t>(s.bytes));
-    j.set("compile_s", s.compile_s);
-    j.set("cache_hit", s.object_cache_hit || s.model_cache_hit);
-    j.set("model_cache_hit", s.model_cache_hit);
-    j.set("kernels", static_cast<int64_t>(s.kernels));
-    j.set("interpreter_nodes", static_cast<int64_t>(s.interpreter_nodes));
-    j.set("cpu", s.cpu);
-    std::cout << j.dump() << "\n";
+    j["model"] = a.model;
+    j["output"] = a.output;
+    j["bytes"] = s.bytes;
+    j["compile_s"] = s.compile_s;
+    j["cache_hit"] = s.object_cache_hit || s.model_cache_hit;
+    j["model_cache_hit"] = s.model_cache_hit;
+    j["kernels"] = s.kernels;
+    j["interpreter_nodes"] = s.interpreter_nodes;
+    j["cpu"] = s.cpu;
+    std::cout << json_line(j) << "\n";
   } else {
     std::cout << "wrote " << a.output << " (" << s.bytes << " bytes): " << s.kernels << " kernels, "
               << s.interpreter_nodes << " interpreter nodes, for " << s.cpu << ", in " << s.compile_s << " s"
@@ -95,17 +95,17 @@ int compile_cuda(const CompileArgs& a, const CommonArgs& c, const DriverOptions&
   for (const std::string& arch : archs) arch_list += (arch_list.empty() ? "" : ",") + arch;
   if (c.json) {
     Json j = Json::object();
-    j.set("model", a.model);
-    j.set("output", a.output);
-    j.set("target", "cuda");
-    j.set("arch", arch_list);
-    j.set("bytes", static_cast<int64_t>(bytes.size()));
-    j.set("compile_s", seconds);
-    j.set("cache_hit", all_cached);
-    j.set("kernels", static_cast<int64_t>(kernels));
-    j.set("distinct_kernels", static_cast<int64_t>(lowered.unique_kernels.size()));
-    j.set("interpreter_nodes", static_cast<int64_t>(interpreter_nodes));
-    std::cout << j.dump() << "\n";
+    j["model"] = a.model;
+    j["output"] = a.output;
+    j["target"] = "cuda";
+    j["arch"] = arch_list;
+    j["bytes"] = bytes.size();
+    j["compile_s"] = seconds;
+    j["cache_hit"] = all_cached;
+    j["kernels"] = kernels;
+    j["distinct_kernels"] = lowered.unique_kernels.size();
+    j["interpreter_nodes"] = interpreter_nodes;
+    std::cout << json_line(j) << "\n";
   } else {
     std::cout << "wrote " << a.output << " (" << bytes.size() << " bytes): " << kernels << " kernels ("
               << lowered.unique_kernels.size() << " distinct), " << interpreter_nodes << " interpreter nodes, for "

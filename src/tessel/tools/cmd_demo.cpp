@@ -5,7 +5,7 @@
 
 #include "tessel/driver/compare.h"
 #include "tessel/driver/demo.h"
-#include "tessel/driver/json.h"
+#include "tessel/driver/json_util.h"
 #include "tessel/driver/random_inputs.h"
 #include "tessel/driver/session.h"
 #include "tessel/support/error.h"
@@ -49,14 +49,14 @@ int cmd_demo(const DemoArgs& a, const CommonArgs& c) {
   log << "max abs difference: " << max_diff << "; predicted class " << best << " (p=" << p.get_f64(best) << ")\n";
   if (c.json) {
     Json j = Json::object();
-    j.set("ok", mismatch.empty());
-    j.set("target", cpu_name);
-    j.set("max_abs_diff", max_diff);
-    j.set("class", best);
-    j.set("time_ms", cpu.time_ms);
-    j.set("reference_time_ms", ref.time_ms);
-    if (!mismatch.empty()) j.set("message", mismatch);
-    std::cout << j.dump() << "\n";
+    j["ok"] = mismatch.empty();
+    j["target"] = cpu_name;
+    j["max_abs_diff"] = max_diff;
+    j["class"] = best;
+    j["time_ms"] = cpu.time_ms;
+    j["reference_time_ms"] = ref.time_ms;
+    if (!mismatch.empty()) j["message"] = mismatch;
+    std::cout << json_line(j) << "\n";
   }
   if (!mismatch.empty()) {
     std::cerr << "demo: MISMATCH between " << cpu_name << " and reference: " << mismatch << "\n";

@@ -8,7 +8,7 @@
 
 #include "tessel/driver/compiler.h"
 #include "tessel/driver/cuda_compiler.h"
-#include "tessel/driver/json.h"
+#include "tessel/driver/json_util.h"
 #include "tessel/driver/model_loader.h"
 #include "tessel/driver/session.h"
 #include "tessel/ir/printer.h"
@@ -113,12 +113,12 @@ int cmd_inspect(const InspectArgs& a, const CommonArgs& c) {
   }
   if (c.json) {
     Json j = Json::object();
-    j.set("model", a.model);
-    j.set("emit", a.emit);
-    if (!a.print_after.empty()) j.set("print_after", dumps.str());
-    else j.set("ir", ir);
-    if (plan) j.set("peak_bytes", plan->peak_bytes);
-    std::cout << j.dump() << "\n";
+    j["model"] = a.model;
+    j["emit"] = a.emit;
+    if (!a.print_after.empty()) j["print_after"] = dumps.str();
+    else j["ir"] = ir;
+    if (plan) j["peak_bytes"] = plan->peak_bytes;
+    std::cout << json_line(j) << "\n";
   } else {
     std::cout << ir;
   }

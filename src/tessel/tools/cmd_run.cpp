@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <iostream>
 
-#include "tessel/driver/json.h"
+#include "tessel/driver/json_util.h"
 #include "tessel/driver/npy.h"
 #include "tessel/driver/session.h"
 #include "tessel/passes/pass_manager.h"
@@ -49,7 +49,7 @@ namespace {
 
 Json shape_json(const std::vector<int64_t>& s) {
   Json j = Json::array();
-  for (int64_t d : s) j.push(d);
+  for (int64_t d : s) j.push_back(d);
   return j;
 }
 
@@ -87,34 +87,34 @@ int cmd_run(const RunArgs& a, const CommonArgs& c) {
   auto out_name = [&](size_t i) { return i < g.outputs.size() ? g.outputs[i]->name : str_cat("output_", i); };
   if (c.json) {
     Json j = Json::object();
-    j.set("model", a.model);
+    j["model"] = a.model;
     Json outs = Json::array();
     for (size_t i = 0; i < r.outputs.size(); ++i) {
       Json oj = Json::object();
-      oj.set("name", out_name(i));
+      oj["name"] = out_name(i);
       const RtValue& v = r.outputs[i];
       if (v.is_tensor()) {
-        oj.set("dtype", std::string(dtype_name(v.tensor.dtype())));
-        oj.set("shape", shape_json(v.tensor.shape()));
+        oj["dtype"] = std::string(dtype_name(v.tensor.dtype()));
+        oj["shape"] = shape_json(v.tensor.shape());
       } else {
-        oj.set("dtype", describe_value(v));
-        oj.set("shape", Json());
+        oj["dtype"] = describe_value(v);
+        oj["shape"] = Json();
       }
-      outs.push(std::move(oj));
+      outs.push_back(std::move(oj));
     }
-    j.set("outputs", std::move(outs));
-    j.set("target", target_name(o.target));
-    j.set("time_ms", r.time_ms);
-    j.set("load_ms", load_ms);
-    j.set("compile_ms", compile_ms);
+    j["outputs"] = std::move(outs);
+    j["target"] = target_name(o.target);
+    j["time_ms"] = r.time_ms;
+    j["load_ms"] = load_ms;
+    j["compile_ms"] = compile_ms;
     if (p.exe || p.gpu_exe()) {
       // Operators that ran on the reference interpreter (none: fully compiled).
       Json ops = Json::array();
-      for (const std::string& op : p.interpreter_ops()) ops.push(op);
-      j.set("interpreter_ops", std::move(ops));
+      for (const std::string& op : p.interpreter_ops()) ops.push_back(op);
+      j["interpreter_ops"] = std::move(ops);
     }
-    if (!a.save_outputs.empty()) j.set("saved_to", a.save_outputs);
-    std::cout << j.dump() << "\n";
+    if (!a.save_outputs.empty()) j["saved_to"] = a.save_outputs;
+    std::cout << json_line(j) << "\n";
   } else {
     for (size_t i = 0; i < r.outputs.size(); ++i) {
       const RtValue& v = r.outputs[i];

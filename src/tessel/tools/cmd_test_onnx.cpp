@@ -29,18 +29,18 @@ int cmd_test_onnx(const TestOnnxArgs& a, const CommonArgs& c) {
       lines << (r.status == "error" ? "ERROR " : "FAIL ") << r.name << ": " << r.message << "\n";
     }
     lines.flush();
-    if (c.json) list.push(r.to_json());
+    if (c.json) list.push_back(r.to_json());
   }
   const auto total = static_cast<int64_t>(cases.size());
   if (c.json) {
     Json j = Json::object();
-    j.set("cases", std::move(list));
-    j.set("passed", passed);
-    j.set("failed", failed);
-    j.set("errors", errors);
-    j.set("total", total);
-    j.set("target", target_name(o.target));
-    std::cout << j.dump() << "\n";
+    j["cases"] = std::move(list);
+    j["passed"] = passed;
+    j["failed"] = failed;
+    j["errors"] = errors;
+    j["total"] = total;
+    j["target"] = target_name(o.target);
+    std::cout << json_line(j) << "\n";
   } else {
     std::cout << "test-onnx: " << passed << "/" << total << " passed, " << failed << " failed (" << errors
               << " errors)\n";

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <iostream>
 
-#include "tessel/driver/json.h"
+#include "tessel/driver/json_util.h"
 #include "tessel/driver/model_loader.h"
 #include "tessel/driver/session.h"
 #include "tessel/driver/tuner.h"
@@ -43,17 +43,17 @@ double parse_budget(const std::string& s) {
 
 Json trial_json(const KernelTuning& k, const TuneTrial& t) {
   Json j = Json::object();
-  j.set("kernel", k.name);
-  j.set("hash", k.hash);
-  j.set("kind", k.kind);
-  j.set("schedule", t.schedule);
-  j.set("analytical_us", t.analytical_us);
-  j.set("predicted_us", t.predicted_us);
-  j.set("measured_us", t.measured_us);
-  j.set("wrong", t.wrong);
+  j["kernel"] = k.name;
+  j["hash"] = k.hash;
+  j["kind"] = k.kind;
+  j["schedule"] = t.schedule;
+  j["analytical_us"] = t.analytical_us;
+  j["predicted_us"] = t.predicted_us;
+  j["measured_us"] = t.measured_us;
+  j["wrong"] = t.wrong;
   Json f = Json::array();
-  for (double x : t.features) f.push(x);
-  j.set("features", f);
+  for (double x : t.features) f.push_back(x);
+  j["features"] = f;
   return j;
 }
 
@@ -93,7 +93,7 @@ int cmd_tune(const TuneArgs& a, const CommonArgs& c) {
   const TuneReport r = tune_for_cpu(*m, inputs, t, [&](const KernelTuning& k) {
     recorder.record(k);
     if (trials.is_open())
-      for (const TuneTrial& tr : k.trials) trials << trial_json(k, tr).dump() << "\n";
+      for (const TuneTrial& tr : k.trials) trials << json_line(trial_json(k, tr)) << "\n";
   });
   std::signal(SIGINT, previous);
 
@@ -106,17 +106,17 @@ int cmd_tune(const TuneArgs& a, const CommonArgs& c) {
   const double ratio = r.tuned_total_us > 0 ? r.default_total_us / r.tuned_total_us : 1;
   if (c.json) {
     Json j = Json::object();
-    j.set("model", a.model);
-    j.set("db", db_path);
-    j.set("seconds", r.seconds);
-    j.set("interrupted", r.interrupted);
-    j.set("kernels", static_cast<int64_t>(r.kernels.size()));
-    j.set("improved", static_cast<int64_t>(improved));
-    j.set("measured", static_cast<int64_t>(measured));
-    j.set("wrong", static_cast<int64_t>(wrong));
-    j.set("default_kernel_us", r.default_total_us);
-    j.set("tuned_kernel_us", r.tuned_total_us);
-    std::cout << j.dump() << "\n";
+    j["model"] = a.model;
+    j["db"] = db_path;
+    j["seconds"] = r.seconds;
+    j["interrupted"] = r.interrupted;
+    j["kernels"] = r.kernels.size();
+    j["improved"] = improved;
+    j["measured"] = measured;
+    j["wrong"] = wrong;
+    j["default_kernel_us"] = r.default_total_us;
+    j["tuned_kernel_us"] = r.tuned_total_us;
+    std::cout << json_line(j) << "\n";
   } else {
     std::printf("tuned %s in %.0f s%s: %zu kernels, %zu improved, %zu candidates measured, %zu wrong discarded\n",
                 a.model.c_str(), r.seconds, r.interrupted ? " (interrupted)" : "", r.kernels.size(), improved,
