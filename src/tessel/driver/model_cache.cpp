@@ -16,11 +16,11 @@
 #include "tessel/driver/artifact.h"
 #include "tessel/driver/options.h"
 #include "tessel/driver/tuning.h"
+#include "tessel/support/env.h"
 #include "tessel/support/error.h"
 #include "tessel/support/fast_hash.h"
 #ifdef TESSEL_HAVE_LLVM
 #include "tessel/codegen/cpu/cpu_codegen.h"
-#include "tessel/support/env.h"
 #endif
 
 namespace tessel {
