@@ -110,7 +110,7 @@ struct VectorStore {
 };
 std::vector<VectorStore> vector_stores(const loop::StmtNode& loop);
 
-// What the tensor-core GEMM emitter (mma_gemm.cpp) needs from the kernel
+// What the tensor-core GEMM emitter (mma_kernel.cpp) needs from the kernel
 // writer: lines at the current indentation, the statement emitter (for the
 // epilogue) and the expression emitter.
 class CodeSink {
