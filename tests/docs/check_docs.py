@@ -3,7 +3,7 @@
 
 1. Repository paths in backticks, code blocks and links exist: a path whose first folder is a top-level folder of the
    repository (src/, tests/, scripts/, ...) or a folder of src/tessel/ (ops/, codegen/, ...) is looked up at the
-   repository root and under src/tessel/; globs must match something. In backticks and links a bare file name with a
+   repository root and under src/tessel/; globs must match something, a name without extension may be a stem. In backticks and links a bare file name with a
    source extension (`hash.h`) must be the name of some file of the repository. Build outputs, placeholders,
    absolute paths and URLs are not paths of the repository and are skipped.
 2. Every `tessel SUBCOMMAND` is a subcommand of `tessel --help`, and every flag of a tessel command line is in the
@@ -25,6 +25,8 @@ SOURCE_EXTS = (".cpp", ".h", ".hpp", ".c", ".py", ".sh", ".md", ".txt", ".toml",
 # Headers of the CUDA toolkit or the system, named in the docs but not part of the repository.
 EXTERNAL_NAMES = {"cuda_fp16.h", "cuda_bf16.h", "cuda.h", "nvrtc.h", "dlpack.h", "stdint.h", "onnx.proto"}
 SKIP_DIRS = {".git", "build", "node_modules", "__pycache__"}
+# Words of a diagram are separated by spaces and by box-drawing lines and arrows (`──passes/──▶`).
+WORD_BREAK = re.compile(r"[\s\u2500-\u25ff]+")
 
 
 def repo_files():
@@ -55,9 +57,10 @@ def expand_braces(path):
 
 
 def exists(path):
+    """At the root or under src/tessel/: the path, a glob that matches, or a file's stem (`ir/parser` for .h/.cpp)."""
     for base in (REPO, os.path.join(REPO, "src", "tessel")):
         full = os.path.join(base, path)
-        if glob.glob(full) if any(c in path for c in "*?[") else os.path.exists(full):
+        if glob.glob(full) if any(c in path for c in "*?[") else os.path.exists(full) or glob.glob(full + ".*"):
             return True
     return False
 
@@ -192,7 +195,7 @@ class Checker:
             text = text.rstrip()[:-1] + " " + lines[k]
             k += 1
         code = re.sub(r"(^|\s)#.*$", "", text)  # a shell comment is prose, not a command
-        for tok in code.split():
+        for tok in WORD_BREAK.split(code):
             self.check_path((rel, n), tok, bare_names=False)
         self.check_command((rel, n), code, from_backticks=False)
 
@@ -203,7 +206,7 @@ class Checker:
         for m in re.finditer(r"`([^`]+)`", text):
             span = m.group(1).replace("\\|", "|").replace("\n", " ")
             where = (rel, line_of(m.start()))
-            for tok in span.split():
+            for tok in WORD_BREAK.split(span):
                 self.check_path(where, tok, bare_names=True)
             self.check_command(where, span, from_backticks=True)
         for m in re.finditer(r"\]\(([^)\s]+)\)", text):
