@@ -6,10 +6,11 @@
 #include <cstdio>
 #include <iostream>
 #include <set>
+#include <unordered_map>
 
+#include "tessel/loop/hash.h"
 #include "tessel/loop/math_expand.h"
 #include "tessel/loop/split_borders.h"
-#include "tessel/loop/printer.h"
 #include "tessel/loop/simplify.h"
 #include "tessel/loop/verifier.h"
 #include "tessel/loop/visit.h"
@@ -17,7 +18,6 @@
 #include "tessel/ops/registry.h"
 #include "tessel/support/error.h"
 #include "tessel/support/phase_timer.h"
-#include "tessel/support/sha256.h"
 #ifdef TESSEL_HAVE_LLVM
 #include "tessel/codegen/cpu/cpu_codegen.h"
 #endif
@@ -145,11 +145,9 @@ void make_ready(const FusionGroup& g, LoweredGroup& lg) {
 
 }  // namespace
 
-std::string kernel_hash(const loop::Kernel& k) {
-  loop::Kernel anon = k;
-  anon.name = "kernel";
-  return to_hex(sha256(loop::print(anon)));
-}
+// The tuning database's key (loop/hash.h): name-independent, so a kernel
+// keeps its tuned schedule whatever its group is called.
+std::string kernel_hash(const loop::Kernel& k) { return loop::structural_hash(k).hex(); }
 
 LoweredGroup lower_cpu_group(const FusionGroup& g, const OpRegistry& reg, const std::optional<Schedule>& tuned,
                              const std::optional<CpuInfo>& cpu) {
@@ -239,20 +237,21 @@ bool lower_plan(const FusionPlan& plan, const OpRegistry& reg, const GroupLoweri
   return true;
 }
 
-// The kernel's text with a fixed name: equal texts compute the same function
-// of their params (buffers are named by position, see lower_group).
-std::string body_text(const loop::Kernel& k) {
-  loop::Kernel anon = k;
-  anon.name = "kernel";
-  return loop::print(anon);
-}
-
+// Structurally equal kernels (loop/hash.h) compute the same function of
+// their params and share the first one's code. The names the structural
+// hash ignores do not reach the caller: buffers are bound by position
+// (KernelStep::params are the group's own), and each step keeps its own
+// syms, parallel extent and assert messages. Sym names, which the runtimes
+// bind by name (a CUDA launch's grid), are part of it. Keyed by the
+// canonical encoding itself, which structural_hash hashes: the table
+// buckets by a hash of it and confirms by comparing it whole (so a
+// collision never merges two kernels), and each kernel is encoded once.
 void share_identical_kernels(CompiledModel& c, bool share) {
-  std::map<std::string, std::string> first;  // body text -> name of its first kernel
+  std::unordered_map<std::string, std::string> first;  // canonical encoding -> name of its first kernel
   for (const LoweredGroup& lg : c.lowered) {
     const std::string& name = lg.kernel.name;
     if (share) {
-      auto [it, fresh] = first.emplace(body_text(lg.kernel), name);
+      auto [it, fresh] = first.emplace(loop::canonical_encoding(lg.kernel), name);
       c.entry[name] = it->second;
       if (!fresh) continue;
     } else {
@@ -327,10 +326,6 @@ std::unique_ptr<CompiledModel> compile_for_cpu(const Model& m, const DriverOptio
     co.cpu = o.cpu;
     co.features = features;
     co.cache_dir = cache_dir();
-    {
-      PhaseTimer t("print kernels for the cache key");
-      for (const loop::Kernel& k : kernels) co.cache_key_text += loop::print(k);
-    }
     PhaseTimer t("codegen");
     lib = cpu::compile_kernels(kernels, co);
     c->from_cache = lib->loaded_from_cache();

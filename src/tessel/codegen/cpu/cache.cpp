@@ -7,6 +7,7 @@
 #include <llvm/Config/llvm-config.h>
 #include <llvm/Support/SHA256.h>
 
+#include "tessel/loop/hash.h"
 #include "tessel/support/cache_file.h"
 
 namespace tessel::cpu::detail {
@@ -37,7 +38,13 @@ std::string cache_key(const CodegenOptions& o, const ResolvedTarget& t, const st
   add_field(h, t.cpu);
   add_field(h, t.features);
   add_field(h, std::to_string(t.opt_level));
-  for (const loop::Kernel& k : kernels) add_field(h, k.name);
+  // Each kernel by its entry symbol and its structural hash (loop/hash.h),
+  // which covers everything the code depends on but the names of buffers and
+  // variables (and costs less than printing the kernels, which this did).
+  for (const loop::Kernel& k : kernels) {
+    add_field(h, k.name);
+    add_field(h, loop::structural_hash(k).hex());
+  }
   add_field(h, o.cache_key_text);
   const std::array<uint8_t, 32> digest = h.final();
   return llvm::toHex(llvm::ArrayRef<uint8_t>(digest), /*LowerCase=*/true);

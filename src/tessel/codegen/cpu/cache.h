@@ -13,7 +13,9 @@
 
 namespace tessel::cpu::detail {
 
-// Hex SHA-256 over everything the object depends on (computable before codegen).
+// Hex SHA-256 over everything the object depends on (computable before
+// codegen): the kernels' names and structural hashes, o.cache_key_text, the
+// target and the tessel, code generator and LLVM versions.
 std::string cache_key(const CodegenOptions& o, const ResolvedTarget& t, const std::vector<loop::Kernel>& kernels);
 std::string cache_path(const std::string& dir, const std::string& key);
 // The cached object, or nothing when missing or damaged.

@@ -40,11 +40,12 @@ std::string compile_to(const std::vector<loop::Kernel>& kernels, const ResolvedT
 
 std::unique_ptr<KernelLibrary> compile_kernels(const std::vector<loop::Kernel>& kernels, const CodegenOptions& o) {
   const ResolvedTarget t = detail::resolve_target(o);
-  // Without a key text the kernels' bodies would not be part of the key.
-  const bool use_cache = !o.cache_dir.empty() && !o.cache_key_text.empty();
+  const bool use_cache = !o.cache_dir.empty();
   std::string key;
   if (use_cache) {
+    PhaseTimer hash("hash kernels for the cache key");
     key = detail::cache_key(o, t, kernels);
+    hash.stop();
     if (std::optional<std::string> cached = detail::cache_read(o.cache_dir, key)) {
       try {
         return detail::load_object_file(std::move(*cached), true);

@@ -26,10 +26,10 @@ struct CodegenOptions {
   std::string cpu = "host";       // an LLVM CPU name, or "host"
   std::string features = "host";  // "+avx2,-avx512f,...", or "host"
   int opt_level = 3;              // 0..3
-  // On-disk object cache: used when both are set. cache_key_text must
-  // describe the kernels completely (e.g. their loop IR text): the key is a
-  // hash of it with the kernel names, cpu, features, opt level and the
-  // tessel, code generator and LLVM versions.
+  // On-disk object cache: used when cache_dir is set. The key hashes the
+  // kernels (their names and loop::structural_hash), cpu, features, opt
+  // level, the tessel, code generator and LLVM versions, and
+  // cache_key_text: anything else the caller wants the object keyed on.
   std::string cache_dir;
   std::string cache_key_text;
 };
