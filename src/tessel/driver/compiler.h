@@ -68,8 +68,8 @@ struct LowerOptions {
 // (CPU) and its --knob values.
 LowerOptions lower_options(const DriverOptions& o);
 
-// The canonical hash of a kernel: the SHA-256 of its loop IR text under a
-// fixed name (equal texts compute the same function of their params).
+// The canonical hash of a kernel: loop::structural_hash(k).hex(), which
+// ignores the kernel's, buffers' and variables' names (loop/hash.h).
 std::string kernel_hash(const loop::Kernel& k);
 
 // One group lowered for this CPU, expanded, simplified and verified, with
