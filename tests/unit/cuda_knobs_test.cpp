@@ -3,15 +3,27 @@
 // _ROW_CACHE) are knobs of the compile options: each, set on a model that
 // exercises it, changes the generated CUDA source (and so the NVRTC cubin
 // cache key, a digest of the source) and the whole-model cache key's mode.
+// The same knobs come per kernel from a tuned schedule (lower_for_cuda with
+// LowerOptions::schedules, as --tuning-db gives them): the kernel's source
+// changes as with --knob and still compiles; a schedule of another kind, an
+// invalid value or an unparsable record is a warning and the default stays.
 // No GPU needed: this is code generation only.
 #include <gtest/gtest.h>
 
-#include <functional>
+#include <unistd.h>
 
+#include <filesystem>
+#include <functional>
+#include <sstream>
+
+#include "cuda_test_util.h"
+#include "tessel/codegen/cuda/nvrtc.h"
 #include "tessel/driver/cuda_compiler.h"
+#include "tessel/driver/tuning.h"
 #include "tessel/driver/model_cache.h"
 #include "tessel/ir/builder.h"
 #include "tessel/passes/pass_manager.h"
+#include "tessel/tune/database.h"
 
 namespace tessel {
 namespace {
@@ -64,6 +76,13 @@ std::vector<Primitive> knobs(std::initializer_list<const char*> texts) {
   return out;
 }
 
+// The model's CUDA source for sm_90a with `k` as --knob values.
+std::string emit_with(const Model& m, const std::vector<Primitive>& k) {
+  LowerOptions lo;
+  lo.knobs = k;
+  return emit_cuda(m, "sm_90a", lo);
+}
+
 struct FormerSwitch {
   const char* env;           // the environment variable it replaces
   ModelFn model;             // a model whose code depends on it
@@ -87,8 +106,8 @@ TEST(CudaKnobs, EachFormerEnvironmentSwitchChangesTheCodeAndTheCacheKey) {
     SCOPED_TRACE(std::string(s.env) + " -> --knob " + s.knob);
     std::vector<Primitive> with = s.base;
     with.push_back(parse_knob(s.knob));
-    const std::string before = emit_cuda(*s.model(), "sm_90a", s.base);
-    const std::string after = emit_cuda(*s.model(), "sm_90a", with);
+    const std::string before = emit_with(*s.model(), s.base);
+    const std::string after = emit_with(*s.model(), with);
     EXPECT_TRUE(before != after) << "the knob did not change the generated CUDA";
     DriverOptions o;
     o.target = Target::Cuda;
@@ -102,10 +121,171 @@ TEST(CudaKnobs, EachFormerEnvironmentSwitchChangesTheCodeAndTheCacheKey) {
 // The same knob given twice: the last one wins, as on the command line.
 TEST(CudaKnobs, TheLastValueOfAKnobWins) {
   const ModelFn m = matmul(2048, 1024, 2048);
-  EXPECT_TRUE(emit_cuda(*m(), "sm_90a", knobs({"gpu.gemm.tma=0", "gpu.gemm.tma=1"})) ==
-              emit_cuda(*m(), "sm_90a", {}));
-  EXPECT_TRUE(emit_cuda(*m(), "sm_90a", knobs({"gpu.gemm.tma=1", "gpu.gemm.tma=0"})) ==
-              emit_cuda(*m(), "sm_90a", knobs({"gpu.gemm.tma=0"})));
+  EXPECT_TRUE(emit_with(*m(), knobs({"gpu.gemm.tma=0", "gpu.gemm.tma=1"})) ==
+              emit_with(*m(), {}));
+  EXPECT_TRUE(emit_with(*m(), knobs({"gpu.gemm.tma=1", "gpu.gemm.tma=0"})) ==
+              emit_with(*m(), knobs({"gpu.gemm.tma=0"})));
+}
+
+
+// ---- per-kernel schedules (tuned) ------------------------------------------------------
+
+// The first lowered group of kind `kind` (its default hash and schedule).
+const LoweredGroup& group_of_kind(const CompiledModel& c, const std::string& kind) {
+  for (const LoweredGroup& lg : c.lowered)
+    if (lg.schedule == kind) return lg;
+  throw Error("no " + kind + " kernel");
+}
+
+// A lookup giving `s` to the kernel whose default hash is `hash`, whatever
+// kind it asks for (lower_for_cuda must check the kind itself).
+ScheduleLookup give(const std::string& hash, const Schedule& s) {
+  return [hash, s](const std::string& h, const std::string&) -> std::optional<Schedule> {
+    return h == hash ? std::optional<Schedule>(s) : std::nullopt;
+  };
+}
+
+struct TunedCase {
+  ModelFn model;
+  const char* kind;  // the kernel it tunes
+  const char* knob;  // the same change as a model-wide --knob
+};
+
+TEST(CudaSchedules, ATunedScheduleChangesItsKernelLikeTheKnobAndCompiles) {
+  const std::vector<TunedCase> cases = {
+      {matmul(2048, 1024, 2048), "gpu_mma", "gpu.gemm.tma=0"},
+      {matmul(2048, 1024, 2048), "gpu_mma", "gpu.gemm.fill_blocks=1000"},
+      {attention(1024), "gpu_attention", "gpu.flash.wgmma=0"},
+      {softmax_rows(), "gpu", "gpu.rows.row_cache=0"},
+      {softmax_rows(), "gpu", "gpu.rows.lanes=0"},
+  };
+  for (const TunedCase& t : cases) {
+    SCOPED_TRACE(std::string(t.kind) + ": " + t.knob);
+    const std::unique_ptr<Model> m = t.model();
+    const LoweredGroup def = group_of_kind(lower_for_cuda(*m), t.kind);
+    ASSERT_FALSE(def.default_hash.empty());
+    const Primitive knob = parse_knob(t.knob);
+    Schedule tuned = def.sched;
+    for (const auto& [k, v] : knob.attrs) tuned.get(knob.name).set(k, v);
+    ASSERT_NE(tuned, def.sched);
+    LowerOptions lo;
+    std::ostringstream log;
+    lo.log = &log;
+    lo.schedules = give(def.default_hash, tuned);
+    // The lowered kernel carries the tuned schedule and keeps its default hash.
+    const LoweredGroup got = group_of_kind(lower_for_cuda(*m, lo), t.kind);
+    EXPECT_EQ(got.sched, tuned);
+    EXPECT_EQ(got.default_hash, def.default_hash);
+    const std::string source = emit_cuda(*m, "sm_90a", lo);
+    EXPECT_EQ(log.str(), "");
+    EXPECT_NE(source, emit_cuda(*m, "sm_90a", LowerOptions{})) << "the tuned schedule did not change the code";
+    EXPECT_EQ(source, emit_with(*m, {knob})) << "the tuned knob does not do what --knob does";
+    std::string why;
+    if (cuda::nvrtc_available(&why)) {
+      EXPECT_NO_THROW(cuda::compile_to_ptx(source, cuda::NvrtcOptions{}));
+    } else {
+      std::cout << "NVRTC not available (" << why << "): the tuned source was not compiled\n";
+    }
+  }
+}
+
+TEST(CudaSchedules, AScheduleThatDoesNotApplyIsAWarningAndTheDefaultStays) {
+  const std::unique_ptr<Model> m = softmax_rows()();
+  const LoweredGroup def = group_of_kind(lower_for_cuda(*m), "gpu");
+  Schedule other_kind{"gpu_mma", {}};
+  other_kind.get("gpu.gemm").set("tma", 0);
+  Schedule bad_value = def.sched;
+  bad_value.get("gpu.rows").set("threads", 48);  // not a power of two
+  Schedule bad_key = def.sched;
+  bad_key.get("gpu.rows").set("speed", 2);
+  const std::string want = emit_cuda(*m, "sm_90a", LowerOptions{});
+  for (const Schedule& s : {other_kind, bad_value, bad_key}) {
+    SCOPED_TRACE(print_schedule(s));
+    LowerOptions lo;
+    std::ostringstream log;
+    lo.log = &log;
+    lo.schedules = give(def.default_hash, s);
+    EXPECT_EQ(emit_cuda(*m, "sm_90a", lo), want);
+    EXPECT_NE(log.str().find("warning: tuned schedule for"), std::string::npos) << log.str();
+    EXPECT_EQ(group_of_kind(lower_for_cuda(*m, lo), "gpu").sched, def.sched);
+  }
+}
+
+// A scratch tuning database, removed at the end.
+struct ScratchDb {
+  std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("tessel_cuda_schedules_" + std::to_string(::getpid()));
+  std::string path = (dir / "tuning.db").string();
+  ScratchDb() { std::filesystem::create_directories(dir); }
+  ~ScratchDb() { std::filesystem::remove_all(dir); }
+  void add(const std::string& hash, const std::string& fingerprint, const std::string& schedule) {
+    TuningRecord r;
+    r.kernel_hash = hash;
+    r.fingerprint = fingerprint;
+    r.schedule = schedule;
+    r.time_us = 10;
+    r.kernel_name = "k";
+    r.trials = 2;
+    TuningDatabase::open(path).record(r);
+  }
+};
+
+TEST(CudaSchedules, RecordsOfTheDatabaseReachTheKernelsOfTheirFingerprint) {
+  const std::unique_ptr<Model> m = matmul(2048, 1024, 2048)();
+  const LoweredGroup def = group_of_kind(lower_for_cuda(*m), "gpu_mma");
+  Schedule tuned = def.sched;
+  tuned.get("gpu.gemm").set("tma", 0);
+  ScratchDb db;
+  const std::string gpu = "cuda|NVIDIA H100|sm_90a|13.0|t132";
+  db.add(def.default_hash, gpu, print_schedule(tuned));
+  const std::string want = emit_with(*m, {parse_knob("gpu.gemm.tma=0")});
+  std::ostringstream log;
+  LowerOptions lo;
+  lo.log = &log;
+  lo.schedules = tuning_db_lookup(db.path, gpu, &log);
+  ASSERT_TRUE(lo.schedules);
+  EXPECT_EQ(emit_cuda(*m, "sm_90a", lo), want);
+  // Another device's records are not this one's; without a device there is
+  // nothing to match (a warning).
+  lo.schedules = tuning_db_lookup(db.path, "cuda|NVIDIA H200|sm_90a|13.0|t132", &log);
+  EXPECT_EQ(emit_cuda(*m, "sm_90a", lo), emit_cuda(*m, "sm_90a", LowerOptions{}));
+  EXPECT_EQ(log.str(), "");
+  EXPECT_FALSE(tuning_db_lookup(db.path, "", &log));
+  EXPECT_NE(log.str().find("no device to match"), std::string::npos) << log.str();
+}
+
+TEST(CudaSchedules, AnUnparsableOrOtherKindRecordIsIgnoredWithAWarning) {
+  const std::unique_ptr<Model> m = matmul(2048, 1024, 2048)();
+  const LoweredGroup def = group_of_kind(lower_for_cuda(*m), "gpu_mma");
+  const std::string gpu = "cuda|NVIDIA H100|sm_90a|13.0|t132";
+  for (const std::string& record : {std::string("schedule gpu_mma {\n  gpu.gemm tma=7\n}\n"),
+                                    std::string("not a schedule"),
+                                    std::string("schedule gpu {\n  gpu.rows threads=64\n}\n")}) {
+    SCOPED_TRACE(record);
+    ScratchDb db;
+    db.add(def.default_hash, gpu, record);
+    std::ostringstream log;
+    LowerOptions lo;
+    lo.log = &log;
+    lo.schedules = tuning_db_lookup(db.path, gpu, &log);
+    EXPECT_EQ(emit_cuda(*m, "sm_90a", lo), emit_cuda(*m, "sm_90a", LowerOptions{}));
+    EXPECT_NE(log.str().find("warning: tuning db"), std::string::npos) << log.str();
+  }
+}
+
+TEST(CudaSchedules, TheCacheDigestFollowsTheRecordsOfOneFingerprint) {
+  ScratchDb db;
+  const std::string gpu = "cuda|NVIDIA H100|sm_90a|13.0|t132", other = "cpu|znver3|f:1|t2";
+  EXPECT_EQ(tuning_db_digest(db.path, gpu), "none");
+  db.add("00000000000000000000000000000001", gpu, "schedule gpu_mma {\n  gpu.gemm tma=0\n}\n");
+  const std::string one = tuning_db_digest(db.path, gpu);
+  db.add("00000000000000000000000000000002", other, "schedule nest {\n}\n");
+  EXPECT_EQ(tuning_db_digest(db.path, gpu), one) << "another machine's record changed the digest";
+  db.add("00000000000000000000000000000002", gpu, "schedule gpu_mma {\n  gpu.gemm wgmma=0\n}\n");
+  EXPECT_NE(tuning_db_digest(db.path, gpu), one);
+  // --target cuda keys by the device's fingerprint, the CPU by the host's.
+  EXPECT_EQ(host_fingerprint(Target::Cuda, 2), host_cuda_fingerprint());
+  EXPECT_EQ(host_fingerprint(Target::Cpu, 2), host_cpu_fingerprint(2));
 }
 
 }  // namespace

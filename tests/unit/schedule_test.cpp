@@ -235,17 +235,28 @@ TEST(ScheduleModels, EveryCpuKernelsScheduleRoundTripsAndRebuildsIt) {
   EXPECT_GT(kernels, 100u);
 }
 
-TEST(ScheduleModels, EveryCudaKernelsScheduleRoundTrips) {
+TEST(ScheduleModels, EveryCudaKernelsScheduleRoundTripsAndRebuildsIt) {
   const char* dir = std::getenv("TESSEL_MODELS_DIR");
   if (!dir) GTEST_SKIP() << "set TESSEL_MODELS_DIR to a folder of materialized models";
   size_t kernels = 0, with_knobs = 0;
   for (const char* name : kModels) {
     const std::unique_ptr<Model> m = prepared(std::string(dir) + "/" + name + ".onnx");
     const CompiledModel c = lower_for_cuda(*m);
-    for (const LoweredGroup& lg : c.lowered) {
+    size_t next = 0;
+    for (const FusionGroup& g : c.plan.groups) {
+      if (!g.compiled) continue;
+      const LoweredGroup& lg = c.lowered.at(next++);
       EXPECT_EQ(lg.sched.kind, lg.schedule);
       expect_round_trip(name, lg);
       with_knobs += !lg.sched.prims.empty();
+      // The schedule as a tuned one builds the kernel it describes.
+      const LoweredGroup again = lower_cuda_group(g, OpRegistry::global(), default_cuda_arch(),
+                                                  parse_schedule(print_schedule(lg.sched)), {});
+      loop::Kernel a = again.kernel, b = lg.kernel;
+      a.name = b.name = "k";
+      EXPECT_EQ(loop::print(a), loop::print(b)) << name << " " << lg.kernel.name;
+      EXPECT_EQ(again.sched, lg.sched) << name << " " << lg.kernel.name;
+      EXPECT_EQ(again.default_hash, lg.default_hash);
       ++kernels;
     }
   }

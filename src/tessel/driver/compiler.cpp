@@ -293,7 +293,10 @@ CompiledModel lower_for_cpu(const Model& m, const LowerOptions& lo) {
 
 LowerOptions lower_options(const DriverOptions& o) {
   LowerOptions lo;
-  if (!o.tuning_db.empty() && o.target == Target::Cpu) lo.schedules = tuning_db_lookup(o.tuning_db, o.threads, o.log);
+  // The records of the machine the kernels are for: this CPU (and thread
+  // count), or device 0 for --target cuda (none without one: a warning).
+  if (!o.tuning_db.empty() && o.target != Target::Reference)
+    lo.schedules = tuning_db_lookup(o.tuning_db, host_fingerprint(o.target, o.threads), o.log);
   lo.knobs = o.knobs;
   lo.log = o.log;
 #ifdef TESSEL_HAVE_LLVM

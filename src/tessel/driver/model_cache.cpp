@@ -163,7 +163,8 @@ std::string model_cache_mode(const std::string& what, const DriverOptions& o) {
   if (o.precision != Precision::FP32) mode += str_cat(" --precision ", precision_name(o.precision));
   // The schedules a tuning database gives change the kernels: its records
   // for this machine are part of the key.
-  if (!o.tuning_db.empty()) mode += " --tuning-db " + tuning_db_digest(o.tuning_db, o.threads);
+  if (!o.tuning_db.empty())
+    mode += " --tuning-db " + tuning_db_digest(o.tuning_db, host_fingerprint(o.target, o.threads));
   for (const Primitive& k : o.knobs) mode += " --knob " + print_knob(k);
   if (o.cpu != "host") mode += " --cpu " + o.cpu;
   return mode;

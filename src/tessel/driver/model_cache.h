@@ -12,8 +12,9 @@
 //   - the compiler: the running executable's GNU build id (else a hash of its
 //     file), so that any change to tessel or its LLVM linkage misses;
 //   - the CPU: LLVM's name for it and its feature list;
-//   - with --tuning-db, a digest of the database's records for this machine
-//     (the schedules they give change the kernels).
+//   - with --tuning-db, a digest of the database's records for the machine
+//     the kernels are for (this CPU, or device 0 with --target cuda): the
+//     schedules they give change the kernels.
 // A hit is still checked like any artifact (checksum, format version, CPU
 // features); one that fails to load is reported and compiled again.
 //

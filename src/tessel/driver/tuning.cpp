@@ -2,7 +2,9 @@
 
 #include <filesystem>
 #include <iostream>
+#include <map>
 
+#include "tessel/codegen/cuda/driver_api.h"
 #include "tessel/driver/options.h"
 #include "tessel/runtime/thread_pool.h"
 #include "tessel/support/error.h"
@@ -30,9 +32,19 @@ std::string host_cpu_fingerprint(int threads) {
 #endif
 }
 
-TuningRecorder::TuningRecorder(std::string path, int threads)
-    : path_(std::move(path)), fingerprint_(host_cpu_fingerprint(threads)) {
+std::string host_cuda_fingerprint() {
+  if (!cuda::cuda_available()) return "";
+  return cuda_fingerprint(cuda::device_info(), cuda::device_arch()).str();
+}
+
+std::string host_fingerprint(Target target, int threads) {
+  return target == Target::Cuda ? host_cuda_fingerprint() : host_cpu_fingerprint(threads);
+}
+
+TuningRecorder::TuningRecorder(std::string path, std::string fingerprint)
+    : path_(std::move(path)), fingerprint_(std::move(fingerprint)) {
   TS_CHECK(!path_.empty(), "tune: no tuning database path (give --db, or set TESSEL_CACHE_DIR or HOME)");
+  TS_CHECK(!fingerprint_.empty(), "tune: no hardware fingerprint to key the records by");
 }
 
 void TuningRecorder::record(const KernelTuning& k) {
@@ -47,36 +59,47 @@ void TuningRecorder::record(const KernelTuning& k) {
   TuningDatabase::open(path_).record(r);
 }
 
-ScheduleLookup tuning_db_lookup(const std::string& path, int threads, std::ostream* log) {
+ScheduleLookup tuning_db_lookup(const std::string& path, const std::string& fingerprint, std::ostream* log) {
   std::ostream& out = log ? *log : std::cerr;
   if (!std::filesystem::exists(path)) {
     out << "warning: tuning db " << path << ": no such file; default schedules\n";
     return {};
   }
-  auto db = std::make_shared<TuningDatabase>(TuningDatabase::open(path));
-  const std::string fp = host_cpu_fingerprint(threads);
-  return [db, fp, path, &out](const std::string& hash, const std::string& kind) -> std::optional<Schedule> {
-    std::optional<TuningRecord> r = db->lookup(hash, fp);
-    if (!r) return std::nullopt;
+  if (fingerprint.empty()) {
+    out << "warning: tuning db " << path << ": no device to match its records with; default schedules\n";
+    return {};
+  }
+  // Parsed once: a damaged record is reported once, not per group that hits it.
+  const TuningDatabase db = TuningDatabase::open(path);
+  auto tuned = std::make_shared<std::map<std::string, Schedule>>();
+  for (const TuningRecord& r : db.records()) {
+    if (r.fingerprint != fingerprint || r.version != db.version()) continue;
     try {
-      Schedule s = parse_schedule(r->schedule);
-      if (s.kind != kind) return std::nullopt;  // another kernel with a colliding hash: never trusted
-      return s;
+      tuned->emplace(r.kernel_hash, parse_schedule(r.schedule));
     } catch (const Error& e) {
-      out << "warning: tuning db " << path << ": record for " << r->kernel_name << " skipped: " << e.what() << "\n";
+      out << "warning: tuning db " << path << ": record for " << r.kernel_name << " skipped: " << e.what() << "\n";
+    }
+  }
+  std::ostream* warn = &out;
+  return [tuned, path, warn](const std::string& hash, const std::string& kind) -> std::optional<Schedule> {
+    auto it = tuned->find(hash);
+    if (it == tuned->end()) return std::nullopt;
+    if (it->second.kind != kind) {
+      *warn << "warning: tuning db " << path << ": the record for kernel " << hash << " is a " << it->second.kind
+          << " schedule, the kernel a " << kind << " one: not used\n";
       return std::nullopt;
     }
+    return it->second;
   };
 }
 
-std::string tuning_db_digest(const std::string& path, int threads) {
+std::string tuning_db_digest(const std::string& path, const std::string& fingerprint) {
   if (path.empty() || !std::filesystem::exists(path)) return "none";
   // Every record of this machine and version, in the database's order.
   const TuningDatabase db = TuningDatabase::open(path);
-  const std::string fp = host_cpu_fingerprint(threads);
   std::string all;
   for (const TuningRecord& r : db.records())
-    if (r.fingerprint == fp && r.version == db.version()) all += r.kernel_hash + "\n" + r.schedule + "\n";
+    if (r.fingerprint == fingerprint && r.version == db.version()) all += r.kernel_hash + "\n" + r.schedule + "\n";
   return std::to_string(fast_hash64(all, 1)) + "-" + std::to_string(fast_hash64(all, 2));
 }
 

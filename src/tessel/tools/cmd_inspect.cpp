@@ -56,8 +56,8 @@ MemoryPlan plan_for(const Model& m, const std::map<std::string, int64_t>& bindin
 // the target's lowering, with the schedules `o` asks for (--tuning-db, --knob).
 std::string emit_stage(const Model& m, const std::string& emit, const std::string& cuda_arch, const DriverOptions& o) {
   if (emit == "options") return print_options(o);
-  if (emit == "cuda") return emit_cuda(m, cuda_arch, o.knobs);
-  if (emit == "ptx") return emit_ptx(m, cuda_arch, o.knobs);
+  if (emit == "cuda") return emit_cuda(m, cuda_arch, lower_options(o));
+  if (emit == "ptx") return emit_ptx(m, cuda_arch, lower_options(o));
   const Target t = o.target;
   TS_CHECK(t != Target::Cuda || (emit != "llvm" && emit != "asm"), "--emit ", emit,
            " shows CPU code; with --target cuda use --emit cuda or ptx");

@@ -88,7 +88,7 @@ int cmd_tune(const TuneArgs& a, const CommonArgs& c) {
     trials.open(a.trials_out);
     TS_CHECK(trials.good(), "--trials-out: cannot write ", a.trials_out);
   }
-  TuningRecorder recorder(db_path, t.threads);
+  TuningRecorder recorder(db_path, host_cpu_fingerprint(t.threads));
   auto previous = std::signal(SIGINT, on_interrupt);
   const TuneReport r = tune_for_cpu(*m, inputs, t, [&](const KernelTuning& k) {
     recorder.record(k);

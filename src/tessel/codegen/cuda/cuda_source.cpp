@@ -685,18 +685,19 @@ CudaSource emit_cuda_source(const std::vector<loop::Kernel>& kernels, const Gemm
 
 CudaSource emit_cuda_source(const std::vector<loop::Kernel>& kernels,
                             const std::function<GemmTarget(const loop::Kernel&)>& gemm_for) {
-  const GemmTarget gemm = kernels.empty() ? GemmTarget{} : gemm_for(kernels.front());
-  for (const loop::Kernel& k : kernels)
-    TS_CHECK(gemm_for(k).wgmma == gemm.wgmma, "cuda codegen: kernel ", k.name,
-             " asks for another wgmma setting than the others of its module");
-  CudaSource src;
-  std::string code = detail::prelude();
+  // Kernels may differ in wgmma (a tuned GEMM may run the mma.sync pipeline
+  // beside wgmma ones): the wgmma helpers are there when any tensor-core
+  // kernel takes them, and the source then compiles for sm_90a only.
+  bool tensor_cores = false, wgmma = false;
   for (const loop::Kernel& k : kernels) {
     if (detail::contracts_in(k.body).empty() && detail::statements_in(k.body, loop::StmtKind::Attention).empty()) continue;
-    code += detail::mma_prelude();
-    if (gemm.wgmma) code += detail::wgmma_prelude();
-    break;
+    tensor_cores = true;
+    wgmma = wgmma || gemm_for(k).wgmma;
   }
+  CudaSource src;
+  std::string code = detail::prelude();
+  if (tensor_cores) code += detail::mma_prelude();
+  if (wgmma) code += detail::wgmma_prelude();
   // The wide stores' types (vector_store.cpp).
   code += "\nstruct __align__(16) ts_v16 { unsigned x, y, z, w; };\nstruct __align__(8) ts_v8 { unsigned x, y; };\n";
   for (const loop::Kernel& k : kernels) {

@@ -97,8 +97,8 @@ struct CudaSource {
 // gemm.wgmma the source compiles for sm_90a only.
 CudaSource emit_cuda_source(const std::vector<loop::Kernel>& kernels, const GemmTarget& gemm = {});
 // The same with each kernel's own target (its schedule's gpu.gemm and
-// gpu.flash knobs: a tuned kernel's); every target must agree on wgmma,
-// which decides the source's prelude and architecture.
+// gpu.flash knobs: a tuned kernel's). Targets may differ in wgmma: where any
+// tensor-core kernel takes it, the source compiles for sm_90a only.
 CudaSource emit_cuda_source(const std::vector<loop::Kernel>& kernels,
                             const std::function<GemmTarget(const loop::Kernel&)>& gemm_for);
 
