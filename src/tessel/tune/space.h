@@ -15,8 +15,8 @@
 //                     on or off (a small kernel may not pay for a fork).
 //   depthwise         the parallel loop on or off.
 //
-// Other kinds (contract, attention: GPU templates) have no CPU space yet and
-// get only their default.
+// Other kinds get only their default here; the GPU kinds' spaces are in
+// tune/gpu_space.h.
 #pragma once
 
 #include <cstdint>
@@ -36,6 +36,7 @@ struct KernelFacts {
   int64_t out_elements = 0;                    // output tensor elements
   int64_t bytes = 0;                           // bytes of every param (read or written once)
   int64_t parallel_units = 0;                  // iterations of the parallel loop (0: none)
+  bool gpu_row_blocks = false;                 // gpu: rows go to blocks with gpu.lanes loops (tune/gpu_space.h)
 };
 
 // Every candidate, the default first; each passes check_schedule.
