@@ -50,18 +50,19 @@ inline void expect_close(const Tensor& got, const Tensor& want, const std::strin
   EXPECT_EQ(bad, 0) << what;
 }
 
-// x[batch, 16] -> MatMul(16x24) + bias -> Relu -> Softmax, and a row sum:
-// a contraction with an epilogue, a reduction, and constants.
-inline std::unique_ptr<Model> small_mlp() {
+// x[batch, in] -> MatMul(in x out) + bias -> Relu -> Softmax, and a row sum:
+// a contraction with an epilogue, a reduction, and constants; `po` the
+// passes (e.g. precision bf16 for the tensor-core GEMMs).
+inline std::unique_ptr<Model> small_mlp(const PassOptions& po = {}, int64_t in = 16, int64_t out = 24) {
   auto m = std::make_unique<Model>();
   GraphBuilder b(*m);
-  Value* x = b.input("x", DType::F32, {Dim::sym("batch"), 16});
-  Value* w = b.constant(random_f32({16, 24}, 7), "w");
-  Value* bias = b.constant(random_f32({24}, 8), "bias");
+  Value* x = b.input("x", DType::F32, {Dim::sym("batch"), Dim(in)});
+  Value* w = b.constant(random_f32({in, out}, 7), "w");
+  Value* bias = b.constant(random_f32({out}, 8), "bias");
   Value* h = b.op("Relu", {b.op("Add", {b.op("MatMul", {x, w}), bias})});
   b.output(b.op("Softmax", {h}, {{"axis", Attribute::of_int(-1)}}));
   b.output(b.op("ReduceSum", {h, b.const_i64({1})}, {{"keepdims", Attribute::of_int(0)}}));
-  run_pipeline(*m, PassOptions{});
+  run_pipeline(*m, po);
   return m;
 }
 

@@ -1,5 +1,6 @@
 #include "tessel/driver/compare.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "tessel/support/error.h"
@@ -21,6 +22,19 @@ std::string index_str(int64_t flat, const std::vector<int64_t>& shape) {
 std::string fmt(double v) { return str_cat(v); }
 
 }  // namespace
+
+Tolerance scaled_tolerance(const Tensor& expected, double rtol, double share, double floor) {
+  double m = 0;
+  if (is_float(expected.dtype()))
+    for (int64_t i = 0; i < expected.numel(); ++i) {
+      const double v = std::fabs(expected.get_f64(i));
+      if (std::isfinite(v)) m = std::max(m, v);
+    }
+  Tolerance t;
+  t.rtol = rtol;
+  t.atol = floor + share * m;
+  return t;
+}
 
 std::string compare_tensors(const Tensor& a, const Tensor& b, const Tolerance& tol) {
   if (a.dtype() != b.dtype())

@@ -16,6 +16,12 @@ struct Tolerance {
   double atol = 1e-7;
 };
 
+// rtol, and an atol of `share` of the largest finite |expected| plus `floor`:
+// for values computed in another order (f32 sums against the interpreter's
+// double, another GEMM tile or pipeline), whose error scales with the
+// output's magnitude rather than each element's. Non-float tensors: exact.
+Tolerance scaled_tolerance(const Tensor& expected, double rtol, double share, double floor = 0);
+
 // Returns "" when `actual` matches `expected`, else a one-line description
 // of the mismatch (count of differing elements, the first one, the largest
 // error).

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <iostream>
 #include <random>
 #include <set>
@@ -42,6 +43,50 @@ double top_k_recall(const std::vector<KernelTuning>& kernels, size_t k,
       ++hits;
   }
   return counted ? static_cast<double>(hits) / static_cast<double>(counted) : 0.0;
+}
+
+KernelTuning start_kernel_tuning(const LoweredGroup& lg, int uses) {
+  KernelTuning kt;
+  kt.name = lg.kernel.name;
+  kt.hash = lg.default_hash;
+  kt.kind = lg.schedule;
+  kt.uses = uses;
+  kt.default_schedule = kt.best = lg.sched;
+  return kt;
+}
+
+TuneReport make_tune_report(std::vector<KernelTuning> kernels, double seconds, bool interrupted) {
+  TuneReport r;
+  for (const KernelTuning& kt : kernels) {
+    r.default_total_us += kt.default_us * kt.uses;
+    r.tuned_total_us += kt.best_us * kt.uses;
+  }
+  r.kernels = std::move(kernels);
+  r.seconds = seconds;
+  r.interrupted = interrupted;
+  return r;
+}
+
+void tune_progress(const TuneOptions& o, const std::string& what, const std::vector<KernelTuning>& kernels,
+                   double seconds_left) {
+  if (!o.log) return;
+  double def = 0, best = 0;
+  for (const KernelTuning& k : kernels) {
+    def += k.default_us * k.uses;
+    best += k.best_us * k.uses;
+  }
+  char line[240];
+  std::snprintf(line, sizeof line, "tune: %s  kernel time %.0f -> %.0f us (%.2fx)  %.0fs left", what.c_str(), def,
+                best, best > 0 ? def / best : 1.0, std::max(0.0, seconds_left));
+  if (o.progress_bar) {
+    *o.log << "\r" << line << "   " << std::flush;
+  } else {
+    *o.log << line << "\n";
+  }
+}
+
+void end_tune_progress(const TuneOptions& o) {
+  if (o.progress_bar && o.log) *o.log << "\n";
 }
 
 #ifndef TESSEL_HAVE_LLVM
@@ -140,10 +185,7 @@ class KernelHarness {
   std::string check(KernelEntry fn, int64_t parallel) {
     std::fill(output_.mutable_raw(), output_.mutable_raw() + output_.nbytes(), uint8_t{0xff});
     if (int32_t rc = run(fn, parallel); rc != 0) return str_cat("kernel failed with status ", rc);
-    Tolerance tol;
-    tol.rtol = 1e-3;
-    tol.atol = 1e-5 + 1e-4 * max_abs(expected_);
-    return compare_tensors(output_, expected_, tol);
+    return compare_tensors(output_, expected_, scaled_tolerance(expected_, 1e-3, 1e-4, 1e-5));
   }
 
   // Median microseconds of repeated calls after one warm-up, for about 40 ms
@@ -175,15 +217,6 @@ class KernelHarness {
       for (size_t off = 0; off < n; off += 64) _mm_clflush(p + off);
     _mm_mfence();
 #endif
-  }
-  static double max_abs(const Tensor& t) {
-    if (!is_float(t.dtype())) return 0;
-    double m = 0;
-    for (int64_t i = 0; i < t.numel(); ++i) {
-      const double v = std::abs(t.get_f64(i));
-      if (std::isfinite(v)) m = std::max(m, v);
-    }
-    return m;
   }
   ThreadPool& pool_;
   std::vector<void*> ptrs_;
@@ -282,7 +315,6 @@ class Search {
   TuneReport run(const Model& m, const std::vector<RtValue>& inputs,
                  const std::function<void(const KernelTuning&)>& on_kernel) {
     start_ = Clock::now();
-    TuneReport r;
     const CompiledModel c = lower_for_cpu(m);
     const auto ref = reference_values(*m.graph, inputs);
     std::map<std::string, int64_t>& bindings = bindings_;
@@ -311,18 +343,11 @@ class Search {
       }
       weight_left -= w;
       ++done;
-      progress(done, tunings.size(), tunings);
+      tune_progress(o_, str_cat("kernels ", done, "/", tunings.size()), tunings, o_.budget_s - seconds_since(start_));
       if (on_kernel) on_kernel(kt);
     }
-    if (o_.progress_bar && o_.log) *o_.log << "\n";
-    for (const KernelTuning& kt : tunings) {
-      r.default_total_us += kt.default_us * kt.uses;
-      r.tuned_total_us += kt.best_us * kt.uses;
-    }
-    r.kernels = std::move(tunings);
-    r.seconds = seconds_since(start_);
-    r.interrupted = stopped();
-    return r;
+    end_tune_progress(o_);
+    return make_tune_report(std::move(tunings), seconds_since(start_), stopped());
   }
 
  private:
@@ -338,12 +363,7 @@ class Search {
     std::vector<KernelHarness> harness;
     harness.reserve(targets.size());
     for (const Target& t : targets) {
-      KernelTuning kt;
-      kt.name = t.lowered.kernel.name;
-      kt.hash = t.lowered.default_hash;
-      kt.kind = t.lowered.schedule;
-      kt.uses = t.uses;
-      kt.default_schedule = kt.best = t.lowered.sched;
+      KernelTuning kt = start_kernel_tuning(t.lowered, t.uses);
       harness.emplace_back(t.lowered, ref, bindings, pool_);
       default_entries_.push_back(reinterpret_cast<KernelEntry>(defaults_lib_->lookup(kt.name)));
       const std::string bad = harness.back().check(default_entries_.back(), harness.back().parallel());
@@ -493,24 +513,6 @@ class Search {
     t.wrong = wrong;
     if (!wrong) learned_.add(t.features, t.analytical_us, us);
     kt.trials.push_back(std::move(t));
-  }
-
-  void progress(size_t done, size_t total, const std::vector<KernelTuning>& ks) {
-    if (!o_.log) return;
-    double def = 0, best = 0;
-    for (const KernelTuning& k : ks) {
-      def += k.default_us * k.uses;
-      best += k.best_us * k.uses;
-    }
-    const double left = std::max(0.0, o_.budget_s - seconds_since(start_));
-    char line[200];
-    std::snprintf(line, sizeof line, "tune: kernels %zu/%zu  kernel time %.0f -> %.0f us (%.2fx)  %.0fs left", done,
-                  total, def, best, best > 0 ? def / best : 1.0, left);
-    if (o_.progress_bar) {
-      *o_.log << "\r" << line << "   " << std::flush;
-    } else {
-      *o_.log << line << "\n";
-    }
   }
 
   const TuneOptions& o_;

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "tessel/ir/graph.h"
+#include "tessel/lower/lower_group.h"
 #include "tessel/ops/registry.h"
 #include "tessel/schedule/schedule.h"
 
@@ -82,6 +83,24 @@ struct TuneReport {
 // its search ends.
 TuneReport tune_for_cpu(const Model& m, const std::vector<RtValue>& inputs, const TuneOptions& o,
                         const std::function<void(const KernelTuning&)>& on_kernel = {});
+
+// ---- shared by the CPU and the GPU tuner (driver/gpu_tuner.h) ----
+
+// A kernel before its search: name, hash, kind and uses of `lg` (its first
+// group, lowered with the default schedule), the default as the best so far.
+KernelTuning start_kernel_tuning(const LoweredGroup& lg, int uses);
+
+// The report of finished kernels, with their totals of time x uses.
+TuneReport make_tune_report(std::vector<KernelTuning> kernels, double seconds, bool interrupted);
+
+// One progress line on o.log, "tune: WHAT  kernel time D -> B us (Rx)  Ns
+// left" (the kernels' time x uses, default and best so far): over the last
+// one on a terminal (o.progress_bar), else a line of its own. Nothing
+// without a log.
+void tune_progress(const TuneOptions& o, const std::string& what, const std::vector<KernelTuning>& kernels,
+                   double seconds_left);
+// Ends the terminal's progress line.
+void end_tune_progress(const TuneOptions& o);
 
 // Top-k recall of a ranking over recorded trials: the share of kernels
 // (with at least k + 1 correct trials) whose fastest measured trial is among

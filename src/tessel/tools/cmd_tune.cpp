@@ -1,5 +1,7 @@
-// tessel tune MODEL [--budget 10m] [--trials N] [--db PATH] [--input NAME=FILE.npy]... [--seed N]
-//                   [--trials-out FILE]
+// tessel tune MODEL [--target cpu|cuda] [--budget 10m] [--trials N] [--db PATH] [--input NAME=FILE.npy]...
+//                   [--seed N] [--trials-out FILE]
+// The CPU tuner is driver/tuner.h's, the GPU's driver/gpu_tuner.h's; the
+// database, the inputs and the report are the same.
 #include <unistd.h>
 
 #include <atomic>
@@ -8,6 +10,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "tessel/driver/gpu_tuner.h"
 #include "tessel/driver/json_util.h"
 #include "tessel/driver/model_loader.h"
 #include "tessel/driver/session.h"
@@ -61,8 +64,9 @@ Json trial_json(const KernelTuning& k, const TuneTrial& t) {
 
 int cmd_tune(const TuneArgs& a, const CommonArgs& c) {
   DriverOptions o = driver_options(c);
-  TS_CHECK(o.target == Target::Cpu, "tune: only --target cpu can be tuned so far");
-  check_options_supported(o, /*needs_device=*/false);
+  const bool cuda = o.target == Target::Cuda;
+  TS_CHECK(o.target == Target::Cpu || cuda, "tune: --target cpu or cuda (the reference target has no schedules)");
+  check_options_supported(o, /*needs_device=*/cuda);
   TuneOptions t;
   t.budget_s = parse_budget(a.budget);
   TS_CHECK(a.trials >= 0 && a.trials <= 100000, "--trials: must be between 0 and 100000");
@@ -88,13 +92,14 @@ int cmd_tune(const TuneArgs& a, const CommonArgs& c) {
     trials.open(a.trials_out);
     TS_CHECK(trials.good(), "--trials-out: cannot write ", a.trials_out);
   }
-  TuningRecorder recorder(db_path, host_cpu_fingerprint(t.threads));
-  auto previous = std::signal(SIGINT, on_interrupt);
-  const TuneReport r = tune_for_cpu(*m, inputs, t, [&](const KernelTuning& k) {
+  TuningRecorder recorder(db_path, host_fingerprint(o.target, t.threads));
+  const auto on_kernel = [&](const KernelTuning& k) {
     recorder.record(k);
     if (trials.is_open())
       for (const TuneTrial& tr : k.trials) trials << json_line(trial_json(k, tr)) << "\n";
-  });
+  };
+  auto previous = std::signal(SIGINT, on_interrupt);
+  const TuneReport r = cuda ? tune_for_cuda(*m, inputs, t, on_kernel) : tune_for_cpu(*m, inputs, t, on_kernel);
   std::signal(SIGINT, previous);
 
   size_t improved = 0, measured = 0, wrong = 0;
@@ -107,6 +112,7 @@ int cmd_tune(const TuneArgs& a, const CommonArgs& c) {
   if (c.json) {
     Json j = Json::object();
     j["model"] = a.model;
+    j["target"] = target_name(o.target);
     j["db"] = db_path;
     j["seconds"] = r.seconds;
     j["interrupted"] = r.interrupted;
