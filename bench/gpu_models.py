@@ -202,18 +202,25 @@ def run_tessel_json(cmd, res):
     return json.loads(p.stdout)
 
 
-def bench_tessel(model_path, feeds, args, res, work):
+def input_args(feeds, work):
+    """The feeds saved as .npy files in `work`: tessel's --input NAME=FILE arguments."""
     import numpy as np
     os.makedirs(work, exist_ok=True)
+    args = []
+    for i, (name, a) in enumerate(feeds.items()):
+        path = os.path.join(work, f"input_{i}.npy")
+        np.save(path, a)
+        args += ["--input", f"{name}={path}"]
+    return args
+
+
+def bench_tessel(model_path, feeds, args, res, work):
     cmd = [args.tessel, "bench", model_path, "--target", "cuda", "--precision", args.precision,
            "--warmup", str(args.warmup), "--iters", str(args.iters), "--json"]
     if args.profile > 0:
         cmd += ["--profile", "100000"]  # every step: profile_kinds() groups them
     cmd += args.tessel_arg
-    for i, (name, a) in enumerate(feeds.items()):
-        path = os.path.join(work, f"input_{i}.npy")
-        np.save(path, a)
-        cmd += ["--input", f"{name}={path}"]
+    cmd += input_args(feeds, work)
     t0 = time.time()
     doc = run_tessel_json(cmd, res)
     res["tessel_wall_s"] = round(time.time() - t0, 1)

@@ -12,6 +12,9 @@
 #   scripts/gpu_check.sh torch -- --only bert          # bench/torch_compile_gpu.py: torch.compile tessel vs Inductor
 #   scripts/gpu_check.sh bench -- --only resnet50:1   # bench/gpu_models.py (tessel vs torch)
 #   scripts/gpu_check.sh kernels -- --only attention  # bench/gpu_kernels.py (GEMM 4096/8192, attention: tessel vs torch)
+#   scripts/gpu_check.sh tune -- --only bert_base:16  # bench/gpu_tune.py: tessel tune --target cuda (ResNet-50 b32,
+#                                 # BERT b16, GPT-2 b16, bf16; TUNE_BUDGET a model, default 100s) into $OUT/tuning.db,
+#                                 # then bench default vs tuned, 3 alternating pairs; summary $OUT/tune.json
 #   scripts/gpu_check.sh models bf16                   # several stages in one call
 #   scripts/gpu_check.sh ncu -- bert_base.ts17:16:14 resnet50.ts17:32:0:'k(1|46)_'
 #                                 # Nsight Compute metrics (time, occupancy, tensor-pipe use,
@@ -107,6 +110,12 @@ run_stage() {
         --json-out "$out/gpu_kernels.jsonl" "$@" 2>&1 | tee -a "$out/gpu_kernels.log"
       return "${PIPESTATUS[0]}"
       ;;
+    tune)
+      # About 2.5 minutes a model at the default budget: the three fit one call.
+      python3 bench/gpu_tune.py --tessel $bin --models-dir gpu-bundle/models --out $models --db "$out/tuning.db" \
+        --budget "${TUNE_BUDGET:-100s}" --json-out "$out/tune.json" "$@" 2>&1 | tee -a "$out/gpu_tune.log"
+      return "${PIPESTATUS[0]}"
+      ;;
     ncu)
       local metrics=gpu__time_duration.sum,launch__grid_size,launch__block_size,launch__registers_per_thread
       metrics+=,launch__shared_mem_per_block_dynamic,sm__warps_active.avg.pct_of_peak_sustained_active
@@ -162,7 +171,7 @@ run_stage() {
       return $st
       ;;
     *)
-      echo "usage: scripts/gpu_check.sh STAGE... [-- options for the last stage]; stages: tests models bf16 python deploy torch bench kernels ncu" >&2
+      echo "usage: scripts/gpu_check.sh STAGE... [-- options for the last stage]; stages: tests models bf16 python deploy torch bench kernels tune ncu" >&2
       return 2
       ;;
   esac
