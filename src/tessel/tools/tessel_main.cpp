@@ -149,8 +149,9 @@ int main(int argc, char** argv) {
 
   TuneArgs tune_args;
   CLI::App* tune = app.add_subcommand(
-      "tune", "Search each kernel's schedules (cost model + measurements on this machine) and record the fastest in "
-              "a tuning database that compile, run and bench read with --tuning-db (docs/tuning.md)");
+      "tune", "Search each kernel's schedules (measurements on this machine's CPU, or with --target cuda on its GPU) "
+              "and record the fastest in a tuning database that compile, run and bench read with --tuning-db "
+              "(docs/tuning.md)");
   tune->add_option("MODEL", tune_args.model, "Model file (.onnx or .tir)")->required();
   tune->add_option("--input", tune_args.inputs, "Input value from an .npy file, NAME=FILE.npy (repeatable)")
       ->allow_extra_args(false)
