@@ -168,6 +168,7 @@ class GpuSearch {
       else if (!(total > 0) || kt.default_us * kt.uses / total < o_.min_weight) kt.note = "under the weight threshold";
       else ks_[i].searched = true;
     }
+    tune_progress(o_, str_cat("default measured, ", ks_.size(), " kernels"), kts, o_.budget_s - seconds_since(start_));
     search(kts);
     confirm(kts);
     end_tune_progress(o_);
