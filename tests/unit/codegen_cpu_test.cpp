@@ -647,13 +647,16 @@ const char* kPadBorder =
 // the host features keep SSE4a off (codegen/cpu/target.cpp).
 TEST(CodegenCpu, HostFeaturesLeaveSse4aOff) {
   EXPECT_EQ(host_cpu_features().find("+sse4a"), std::string::npos) << host_cpu_features();
+  // Zen 3's own features (AVX2, no AVX-512: on an AVX-512 host the masks
+  // take another form and no INSERTQ appears either way), SSE4a off as the
+  // host's are, then on.
   const loop::Kernel k = loop::testing::verified_kernel(kPadBorder);
   CodegenOptions zen3;
   zen3.cpu = "znver3";
-  zen3.features = host_cpu_features();
+  zen3.features = "-sse4a";
   const std::string without = emit_asm({k}, zen3);
   EXPECT_EQ(without.find("insertq"), std::string::npos) << without;
-  zen3.features += ",+sse4a";
+  zen3.features = "+sse4a";
   EXPECT_NE(emit_asm({k}, zen3).find("insertq"), std::string::npos) << "the kernel no longer shows the pattern";
 }
 
