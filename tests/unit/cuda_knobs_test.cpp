@@ -7,7 +7,9 @@
 // LowerOptions::schedules, as --tuning-db gives them): the kernel's source
 // changes as with --knob and still compiles; a schedule of another kind, an
 // invalid value or an unparsable record is a warning and the default stays.
-// No GPU needed: this is code generation only.
+// The tile knobs (gpu.gemm bk, stages, tma_bn) each change their GEMM where
+// they apply, never past the shared memory, and refuse values outside their
+// sets. No GPU needed: this is code generation only.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -17,13 +19,16 @@
 #include <sstream>
 
 #include "cuda_test_util.h"
+#include "tessel/codegen/cuda/mma_gemm.h"
 #include "tessel/codegen/cuda/nvrtc.h"
 #include "tessel/driver/cuda_compiler.h"
 #include "tessel/driver/tuning.h"
 #include "tessel/driver/model_cache.h"
 #include "tessel/ir/builder.h"
 #include "tessel/passes/pass_manager.h"
+#include "tessel/support/strings.h"
 #include "tessel/tune/database.h"
+#include "tessel/tune/gpu_space.h"
 
 namespace tessel {
 namespace {
@@ -286,6 +291,117 @@ TEST(CudaSchedules, TheCacheDigestFollowsTheRecordsOfOneFingerprint) {
   // --target cuda keys by the device's fingerprint, the CPU by the host's.
   EXPECT_EQ(host_fingerprint(Target::Cuda, 2), host_cuda_fingerprint());
   EXPECT_EQ(host_fingerprint(Target::Cpu, 2), host_cpu_fingerprint(2));
+}
+
+// ---- tile knobs (gpu.gemm bk, stages, tma_bn) ---------------------------------------
+
+// The header comment of the first tensor-core GEMM in `source`.
+std::string gemm_header(const std::string& source) {
+  const size_t at = source.find("tensor-core GEMM: block tile");
+  if (at == std::string::npos) return "";
+  return source.substr(at, source.find('\n', at) - at);
+}
+
+struct TileKnobCase {
+  ModelFn model;
+  std::vector<Primitive> base;  // knobs both sides share (the path the knob steers)
+  const char* knob;
+  const char* before;  // in the default's GEMM header
+  const char* after;   // in the knob's
+};
+
+// Each tile knob, where it applies, changes the kernel as it says, and the
+// source still compiles for sm_90a.
+TEST(CudaKnobs, EachTileKnobChangesItsGemmAndTheCodeCompiles) {
+  const std::vector<TileKnobCase> cases = {
+      // mma.sync (wgmma off): K = 128 keeps BK 32 automatically, K = 1024 widens to 64.
+      {matmul(2048, 128, 2048), knobs({"gpu.gemm.wgmma=0"}), "gpu.gemm.bk=64", "128x128x32", "128x128x64"},
+      {matmul(2048, 1024, 2048), knobs({"gpu.gemm.wgmma=0"}), "gpu.gemm.bk=32", "128x128x64", "128x128x32"},
+      {matmul(2048, 1024, 2048), knobs({"gpu.gemm.wgmma=0"}), "gpu.gemm.stages=2", "3-stage cp.async",
+       "2-stage cp.async"},
+      // The wgmma pipeline (TMA off): 4 stages with one k-step in flight by default.
+      {matmul(2048, 512, 512), knobs({"gpu.gemm.tma=0"}), "gpu.gemm.stages=3", "4-stage cp.async",
+       "3-stage cp.async"},
+      // The TMA kernel: its stages and its BN.
+      {matmul(2048, 1024, 2048), {}, "gpu.gemm.stages=2", "-stage TMA", "2-stage TMA"},
+      {matmul(2048, 1024, 2048), {}, "gpu.gemm.tma_bn=128", "128x256x64", "128x128x64"},
+      {matmul(2048, 1024, 2048), knobs({"gpu.gemm.tma_bn=128"}), "gpu.gemm.tma_bn=256", "128x128x64",
+       "128x256x64"},
+  };
+  std::string why;
+  const bool nvrtc = cuda::nvrtc_available(&why);
+  for (const TileKnobCase& c : cases) {
+    SCOPED_TRACE(std::string("--knob ") + c.knob);
+    std::vector<Primitive> with = c.base;
+    with.push_back(parse_knob(c.knob));
+    const std::unique_ptr<Model> m = c.model();
+    const std::string before = emit_with(*m, c.base), after = emit_with(*m, with);
+    EXPECT_NE(gemm_header(before).find(c.before), std::string::npos) << gemm_header(before);
+    EXPECT_NE(gemm_header(after).find(c.after), std::string::npos) << gemm_header(after);
+    EXPECT_TRUE(before != after) << "the knob did not change the generated CUDA";
+    if (nvrtc) EXPECT_NO_THROW(cuda::compile_to_ptx(after, cuda::NvrtcOptions{}));
+  }
+  if (!nvrtc) std::cout << "NVRTC not available (" << why << "): the sources were not compiled\n";
+}
+
+// Every value of every tile knob, on every path, gives a plan within its
+// shared memory: a value that does not fit falls back (never an illegal
+// kernel), and the stages stay 2 or more.
+TEST(CudaKnobs, TileKnobsNeverOverflowTheSharedMemory) {
+  for (const ModelFn& model : {matmul(2048, 1024, 2048), matmul(512, 4096, 1024), matmul(16, 1024, 4096),
+                               matmul(2048, 64, 2048)}) {
+    const std::unique_ptr<Model> m = model();
+    const CompiledModel c = lower_for_cuda(*m);
+    const LoweredGroup& lg = group_of_kind(c, "gpu_mma");
+    const loop::Stmt contract = gpu_kernel_facts(lg.kernel, lg.schedule).gpu_contract;
+    ASSERT_TRUE(contract.defined());
+    for (const char* path : {"gpu.gemm.wgmma=0", "gpu.gemm.tma=0", "gpu.gemm.tma=1"})
+      for (const char* bk : {"0", "32", "64"})
+        for (const char* stages : {"0", "2", "3", "4"})
+          for (const char* bn : {"0", "128", "256"}) {
+            const std::vector<Primitive> k = knobs({path});
+            Primitive g{"gpu.gemm", {}, {{"bk", bk}, {"stages", stages}, {"tma_bn", bn}}};
+            std::vector<Primitive> all = k;
+            all.push_back(g);
+            const cuda::MmaPlan p = cuda::plan_mma_gemm(*contract, cuda::gemm_target_for("sm_90a", all));
+            SCOPED_TRACE(str_cat(path, " bk=", bk, " stages=", stages, " tma_bn=", bn, ": ", p.tiles.bm, "x",
+                                 p.tiles.bn, "x", p.tiles.bk, " ", p.stages, " stages"));
+            const int64_t limit = p.tma ? 227 * 1024 : p.async_copy ? 113 * 1024 : 48 * 1024;
+            EXPECT_LE(p.shared_bytes(), limit);
+            EXPECT_GE(p.stages, 2);
+            if (p.tma) EXPECT_TRUE(p.tiles.bn == 128 || p.tiles.bn == 256);
+            if (p.async_copy && std::string(stages) != "0") EXPECT_LE(p.stages, std::stoi(stages));
+          }
+  }
+}
+
+// Values outside a tile knob's set are refused with the set named: on the
+// command line, in a schedule, and by gemm_target_for itself.
+TEST(CudaKnobs, TileKnobValuesOutsideTheirSetsAreRejected) {
+  const auto rejected = [](const std::function<void()>& f, const std::string& what) {
+    try {
+      f();
+      ADD_FAILURE() << "accepted; wanted: " << what;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  rejected([] { parse_knob("gpu.gemm.bk=48"); }, "bk=48 is not one of 0|32|64");
+  rejected([] { parse_knob("gpu.gemm.stages=1"); }, "stages=1 is not one of 0|2|3|4");
+  rejected([] { parse_knob("gpu.gemm.stages=5"); }, "outside [0, 4]");
+  rejected([] { parse_knob("gpu.gemm.tma_bn=192"); }, "tma_bn=192 is not one of 0|128|256");
+  for (const auto& [key, value] : {std::pair{"bk", 16}, {"stages", 1}, {"tma_bn", 64}}) {
+    Schedule s{"gpu_mma", {}};
+    s.get("gpu.gemm").set(key, value);
+    rejected([&] { check_schedule(s); }, str_cat("gpu.gemm ", key, "=", value, " is"));
+    rejected([&] { cuda::gemm_target_for("sm_90a", {*s.find("gpu.gemm")}); },
+             str_cat("gpu.gemm ", key, "=", value, " is not one of"));
+  }
+  EXPECT_NO_THROW(parse_knob("gpu.gemm.bk=0"));
+  const std::vector<std::pair<std::string, std::string>> keys = knob_keys();
+  for (const auto& [key, values] : {std::pair<std::string, std::string>{"gpu.gemm.bk", "0|32|64"},
+                                    {"gpu.gemm.stages", "0|2|3|4"}, {"gpu.gemm.tma_bn", "0|128|256"}})
+    EXPECT_NE(std::find(keys.begin(), keys.end(), std::pair{key, values}), keys.end()) << key;
 }
 
 }  // namespace

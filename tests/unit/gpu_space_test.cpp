@@ -16,6 +16,7 @@
 #include "tessel/ir/builder.h"
 #include "tessel/ops/registry.h"
 #include "tessel/passes/pass_manager.h"
+#include "tessel/support/strings.h"
 #include "tessel/tune/gpu_space.h"
 
 namespace tessel {
@@ -30,13 +31,16 @@ std::unique_ptr<Model> prepared(const std::function<void(GraphBuilder&)>& build,
   return m;
 }
 
-std::unique_ptr<Model> bf16_matmul() {
-  return prepared([](GraphBuilder& b) {
-    Value* x = b.input("x", DType::BF16, {Dim(512), Dim(1024)});
-    Value* w = b.input("w", DType::BF16, {Dim(1024), Dim(768)});
+// A bf16 MatMul [m, k] x [k, n].
+std::unique_ptr<Model> bf16_matmul_of(int64_t m, int64_t k, int64_t n) {
+  return prepared([=](GraphBuilder& b) {
+    Value* x = b.input("x", DType::BF16, {Dim(m), Dim(k)});
+    Value* w = b.input("w", DType::BF16, {Dim(k), Dim(n)});
     b.output(b.op("MatMul", {x, w}));
   });
 }
+
+std::unique_ptr<Model> bf16_matmul() { return bf16_matmul_of(512, 1024, 768); }
 
 std::unique_ptr<Model> attention() {
   return prepared([](GraphBuilder& b) {
@@ -170,6 +174,28 @@ TEST(GpuSpace, KnobsFollowTheKernelAndTheArchitecture) {
   GpuDevice small = h100;
   small.max_threads_per_block = 256;
   EXPECT_FALSE(any(space_of(*flat, "gpu", small), "gpu.rows", "threads", "512"));
+}
+
+// The tile knobs (gpu.gemm bk, stages, tma_bn), one at a time, with only
+// the values that change the kernel's plan.
+TEST(GpuSpace, TileKnobsOnlyWhereTheyChangeThePlan) {
+  const auto tile_values = [](const Model& m) {
+    const CompiledModel c = lower_for_cuda(m);
+    const LoweredGroup& lg = *first_of_kind(c, "gpu_mma").lowered;
+    std::set<std::string> out;
+    for (const Schedule& s : gpu_search_space(lg.sched, gpu_kernel_facts(lg.kernel, lg.schedule), GpuDevice{})) {
+      const Primitive* g = s.find("gpu.gemm");
+      for (const char* key : {"bk", "stages", "tma_bn"})
+        if (g && g->attr(key) && g->attr(key) != lg.sched.find("gpu.gemm")->attr(key))
+          out.insert(str_cat(key, "=", *g->attr(key)));
+    }
+    return out;
+  };
+  // 512 x 768 in 32 x 64 tiles (mma.sync, K 1024 in steps of 64, 4 stages): BK 32 and fewer stages change it.
+  EXPECT_EQ(tile_values(*bf16_matmul()), (std::set<std::string>{"bk=32", "stages=2", "stages=3"}));
+  // 2048 x 2048 on the TMA kernel (BN 256, 4 stages): BN 128 and fewer stages; BK is always 64 there.
+  EXPECT_EQ(tile_values(*bf16_matmul_of(2048, 1024, 2048)),
+            (std::set<std::string>{"stages=2", "stages=3", "tma_bn=128"}));
 }
 
 TEST(GpuSpace, TheCapKeepsTheDefaultAndTheNearestCandidates) {

@@ -62,6 +62,9 @@ void add_template_defaults(Schedule& s, const cuda::GemmTarget& t) {
     g.set("tma_min_k_cheap", t.tma_min_k_cheap);
     g.set("overlap", t.wgmma_overlap ? 1 : 0);
     g.set("fill_blocks", t.fill_blocks);
+    g.set("bk", t.bk);
+    g.set("stages", t.stages);
+    g.set("tma_bn", t.tma_bn);
   } else if (s.kind == "gpu_attention") {
     Primitive& f = s.get("gpu.flash");
     f.set("wgmma", t.flash_wgmma ? 1 : 0);

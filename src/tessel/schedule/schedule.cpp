@@ -71,12 +71,13 @@ Primitive& Schedule::get(const std::string& name) {
 
 namespace {
 
-// A key's values: integers in [lo, hi] (optionally powers of two), one of a
-// set of words, or a fresh loop name.
+// A key's values: integers in [lo, hi] (optionally powers of two, or only
+// those listed in `only`), one of a set of words, or a fresh loop name.
 struct KeySpec {
   enum Type { Int, Word, Name } type = Int;
   int64_t lo = 0, hi = 0;
   bool pow2 = false;
+  std::vector<int64_t> only;  // non-empty: the only integers allowed
   std::vector<std::string> words;
   bool required = false;
 };
@@ -110,6 +111,17 @@ KeySpec name_key(bool required = true) {
   return k;
 }
 KeySpec flag() { return int_key(0, 1); }
+std::string join_ints(const std::vector<int64_t>& values, std::string_view sep) {
+  std::vector<std::string> parts;
+  for (int64_t v : values) parts.push_back(std::to_string(v));
+  return join(parts, sep);
+}
+// One of `values` (ascending).
+KeySpec int_values(std::vector<int64_t> values) {
+  KeySpec k = int_key(values.front(), values.back());
+  k.only = std::move(values);
+  return k;
+}
 
 const std::set<std::string>& cpu_gemm_kinds() {
   static const std::set<std::string> k{"gemm", "conv_gemm"};
@@ -152,7 +164,11 @@ const std::map<std::string, PrimSpec>& specs() {
                             {"vector_bytes", int_key(1, 16, false, true)}}, {"gpu"}};
     m["gpu.gemm"] = {0, 0, {{"wgmma", flag()}, {"tma", flag()}, {"tma_min_k", int_key(0, kMaxBlock)},
                             {"tma_min_k_cheap", int_key(0, kMaxBlock)}, {"overlap", flag()},
-                            {"fill_blocks", int_key(1, 1 << 16)}}, {"gpu_mma"}};
+                            {"fill_blocks", int_key(1, 1 << 16)},
+                            // 0: the automatic choice (mma_gemm.cpp); otherwise
+                            // taken where the shared memory allows it.
+                            {"bk", int_values({0, 32, 64})}, {"stages", int_values({0, 2, 3, 4})},
+                            {"tma_bn", int_values({0, 128, 256})}}, {"gpu_mma"}};
     // on=0: attention is not fused into flash kernels at all (a model-wide
     // --knob; the kernels then have other kinds).
     m["gpu.flash"] = {0, 0, {{"on", flag()}, {"wgmma", flag()}, {"min_keys", int_key(0, kMaxBlock)}}, {"gpu_attention"}};
@@ -185,6 +201,8 @@ void check_key(const Primitive& p, const std::string& key, const std::string& va
                k.hi, "]");
       TS_CHECK(!k.pow2 || (v & (v - 1)) == 0, "schedule: ", p.name, " ", key, "=", value,
                " is not a power of two");
+      TS_CHECK(k.only.empty() || std::find(k.only.begin(), k.only.end(), v) != k.only.end(), "schedule: ", p.name,
+               " ", key, "=", value, " is not one of ", join_ints(k.only, "|"));
       return;
     }
     case KeySpec::Word:
@@ -286,7 +304,9 @@ std::vector<std::pair<std::string, std::string>> knob_keys() {
   for (const auto& [name, spec] : specs()) {
     if (name.find('.') == std::string::npos) continue;  // a loop primitive, not a knob
     for (const auto& [key, k] : spec.keys) {
-      std::string values = k.type == KeySpec::Word ? join(k.words, "|") : str_cat(k.lo, "..", k.hi);
+      std::string values = k.type == KeySpec::Word ? join(k.words, "|")
+                           : k.only.empty()              ? str_cat(k.lo, "..", k.hi)
+                                                         : join_ints(k.only, "|");
       if (k.pow2) values += ", a power of two";
       out.emplace_back(name + "." + key, values);
     }

@@ -1,6 +1,7 @@
 #include "tessel/tune/gpu_space.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include "tessel/codegen/cuda/mma_gemm.h"
@@ -32,11 +33,39 @@ int64_t knob(const Schedule& s, const char* name, const char* key, int64_t fallb
   return p ? p->int_attr(key, fallback) : fallback;
 }
 
+// The plan's choices the tile knobs steer.
+bool same_plan(const cuda::MmaPlan& a, const cuda::MmaPlan& b) {
+  return a.tiles.bm == b.tiles.bm && a.tiles.bn == b.tiles.bn && a.tiles.bk == b.tiles.bk && a.stages == b.stages &&
+         a.wgmma == b.wgmma && a.wgmma_overlap == b.wgmma_overlap && a.tma == b.tma;
+}
+
+// The tile knobs (bk, stages, tma_bn) one at a time over the default: only
+// the values that change the plan of this kernel's Contract (all of them
+// when it is not known).
+void tile_space(const Schedule& def, const KernelFacts& f, const GpuDevice& d, std::vector<Schedule>* out) {
+  const Primitive* g = def.find("gpu.gemm");
+  const std::vector<Primitive> base = g ? std::vector<Primitive>{*g} : std::vector<Primitive>{};
+  const auto plan_of = [&](const std::vector<Primitive>& knobs) {
+    return cuda::plan_mma_gemm(*f.gpu_contract, cuda::gemm_target_for(d.arch, knobs));
+  };
+  std::optional<cuda::MmaPlan> plan;
+  if (f.gpu_contract.defined()) plan = plan_of(base);
+  const std::pair<const char*, std::vector<int64_t>> knobs[] = {
+      {"bk", {32, 64}}, {"stages", {4, 3, 2}}, {"tma_bn", {128, 256}}};
+  for (const auto& [key, values] : knobs)
+    for (int64_t v : values) {
+      if (knob(def, "gpu.gemm", key, 0) == v) continue;
+      Schedule s = with(def, "gpu.gemm", {{key, v}});
+      if (plan && same_plan(*plan, plan_of({*s.find("gpu.gemm")}))) continue;
+      out->push_back(std::move(s));
+    }
+}
+
 // The tile of a tensor-core GEMM follows from fill_blocks (the first tile,
 // largest first, that gives that many blocks; codegen/cuda/mma_gemm.cpp
 // tiles_for), the TMA kernel from its K thresholds: values spread around
-// one wave of the machine.
-void gemm_space(const Schedule& def, const GpuDevice& d, std::vector<Schedule>* out) {
+// one wave of the machine. Then the tile knobs (tile_space).
+void gemm_space(const Schedule& def, const KernelFacts& facts, const GpuDevice& d, std::vector<Schedule>* out) {
   const int64_t sm = std::max(1, d.sm_count);
   const int64_t fill = knob(def, "gpu.gemm", "fill_blocks", 120);
   const std::vector<int64_t> fills = default_first(fill, {sm, sm / 2, 2 * sm, sm / 4, 4 * sm, 1});
@@ -61,6 +90,7 @@ void gemm_space(const Schedule& def, const GpuDevice& d, std::vector<Schedule>* 
                                                 {"tma_min_k_cheap", t.min_k_cheap}, {"overlap", o}}));
     }
   }
+  tile_space(def, facts, d, out);
 }
 
 // The row lowering (schedule/gpu_schedule.h) reads threads and vector_bytes
@@ -105,6 +135,7 @@ KernelFacts gpu_kernel_facts(const loop::Kernel& k, const std::string& kind) {
   f.kind = kind;
   loop::visit_stmt(k.body, [&](const loop::Stmt& s) {
     if (s->kind == loop::StmtKind::For && s->for_kind == loop::ForKind::GpuLanes) f.gpu_row_blocks = true;
+    if (s->kind == loop::StmtKind::Contract && kind == "gpu_mma" && !f.gpu_contract.defined()) f.gpu_contract = s;
   }, [](const loop::Expr&) {});
   if (!k.params.empty()) {
     int64_t n = 1;
@@ -119,7 +150,7 @@ KernelFacts gpu_kernel_facts(const loop::Kernel& k, const std::string& kind) {
 
 std::vector<Schedule> gpu_search_space(const Schedule& def, const KernelFacts& f, const GpuDevice& d, size_t cap) {
   std::vector<Schedule> all;
-  if (def.kind == "gpu_mma") gemm_space(def, d, &all);
+  if (def.kind == "gpu_mma") gemm_space(def, f, d, &all);
   if (def.kind == "gpu") rows_space(def, f, d, &all);
   if (def.kind == "gpu_attention") flash_space(def, d, &all);
   std::vector<Schedule> out{def};

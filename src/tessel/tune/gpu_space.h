@@ -9,7 +9,11 @@
 //                   (tma_min_k = tma_min_k_cheap = 0), and the wgmma
 //                   overlap on/off; fill_blocks (the blocks a tile must give
 //                   before a bigger tile is worth its reuse: it picks the
-//                   tile) at fractions and multiples of the multiprocessors.
+//                   tile) at fractions and multiples of the multiprocessors;
+//                   the tile knobs bk (32, 64), stages (4, 3, 2) and tma_bn
+//                   (128, 256) one at a time, only the values that change
+//                   the plan of the kernel's Contract (KernelFacts::
+//                   gpu_contract; every value when there is none).
 //   gpu             gpu.rows: a row-reduction kernel (rows to blocks with
 //                   gpu.lanes loops) keeps its lanes with the row cache on
 //                   or off, or gives them up for a thread per row; a flat
@@ -43,7 +47,8 @@ struct GpuDevice {
 
 // What the GPU spaces read of a lowered GPU kernel of kind `kind`
 // (LoweredGroup::schedule): whether its rows go to blocks (a gpu.lanes
-// loop), its output's elements (0 when symbolic).
+// loop), its output's elements (0 when symbolic), a gpu_mma kernel's
+// Contract statement.
 KernelFacts gpu_kernel_facts(const loop::Kernel& k, const std::string& kind);
 
 // At most this many candidates a kernel (the default included).

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "tessel/loop/ir.h"
 #include "tessel/schedule/cpu_info.h"
 #include "tessel/schedule/schedule.h"
 
@@ -37,6 +38,7 @@ struct KernelFacts {
   int64_t bytes = 0;                           // bytes of every param (read or written once)
   int64_t parallel_units = 0;                  // iterations of the parallel loop (0: none)
   bool gpu_row_blocks = false;                 // gpu: rows go to blocks with gpu.lanes loops (tune/gpu_space.h)
+  loop::Stmt gpu_contract;                     // gpu_mma: its Contract statement (tune/gpu_space.h)
 };
 
 // Every candidate, the default first; each passes check_schedule.

@@ -15,6 +15,7 @@
 #include "tessel/loop/scalar.h"
 #include "tessel/loop/simplify.h"
 #include "tessel/loop/visit.h"
+#include "tessel/support/error.h"
 
 namespace tessel::cuda {
 
@@ -133,10 +134,11 @@ constexpr int64_t kMaxPipelineShared = 112 * 1024;
 // The first candidate tile that still gives `fill` blocks (the smallest
 // when none does; the largest when a size is unknown). Halves take 64-wide K
 // steps when K is long and the stages fit (two in 48 KiB of static shared
-// memory, or the pipeline's in kMaxPipelineShared): half as many round trips
-// to memory per output tile.
+// memory, or the pipeline's three in kMaxPipelineShared): half as many round
+// trips to memory per output tile. `bk` (GemmTarget::bk) 32 keeps 32; 64
+// widens whatever K is, where two stages fit.
 MmaTiles tiles_for(int64_t batch, int64_t m, int64_t n, int64_t k, MmaPrecision p, OperandLoad b_load, bool async,
-                   int64_t fill) {
+                   int64_t fill, int bk) {
   const bool halves = p != MmaPrecision::Tf32x3;
   const std::vector<MmaTiles> all = tile_candidates(m, n, halves ? 32 : 16, async);
   MmaTiles t = all.front();
@@ -150,11 +152,11 @@ MmaTiles tiles_for(int64_t batch, int64_t m, int64_t n, int64_t k, MmaPrecision 
       }
     }
   }
-  if (halves && k >= 256) {
+  if (halves && (bk == 64 || (bk == 0 && k >= 256))) {
     MmaTiles wide = t;
     wide.bk = 64;
-    if (async ? 3 * stage_bytes(wide, p, b_load) <= kMaxPipelineShared : 2 * stage_bytes(wide, p, b_load) <= 48 * 1024)
-      t = wide;
+    const int64_t stages = async && bk == 0 ? 3 : 2;
+    if (stages * stage_bytes(wide, p, b_load) <= (async ? kMaxPipelineShared : 48 * 1024)) t = wide;
   }
   return t;
 }
@@ -245,7 +247,24 @@ GemmTarget gemm_target_for(const std::string& arch, const std::vector<Primitive>
   t.fill_blocks = knob_int(knobs, "gpu.gemm", "fill_blocks", t.fill_blocks);
   t.flash_wgmma = t.wgmma && flag("gpu.flash", "wgmma", true);
   t.flash_wgmma_min_keys = knob_int(knobs, "gpu.flash", "min_keys", t.flash_wgmma_min_keys);
+  const auto one_of = [&](const char* key, std::initializer_list<int> allowed) {
+    const int64_t v = knob_int(knobs, "gpu.gemm", key, 0);
+    std::string set;
+    for (int a : allowed) set += (set.empty() ? "" : "|") + std::to_string(a);
+    TS_CHECK(std::find(allowed.begin(), allowed.end(), v) != allowed.end(), "gpu.gemm ", key, "=", v,
+             " is not one of ", set);
+    return static_cast<int>(v);
+  };
+  t.bk = one_of("bk", {0, 32, 64});
+  t.stages = one_of("stages", {0, 2, 3, 4});
+  t.tma_bn = one_of("tma_bn", {0, 128, 256});
   return t;
+}
+
+// The cp.async pipeline's stages: target.stages (4 when automatic), fewer
+// while they overflow `limit` (never under 2).
+static void fit_stages(MmaPlan& p, const GemmTarget& target, int64_t limit) {
+  for (p.stages = target.stages ? target.stages : 4; p.stages > 2 && p.shared_bytes() > limit;) --p.stages;
 }
 
 // The pipeline's tile on wgmma: BM 64 or 128 rows (one or two warpgroups),
@@ -257,7 +276,7 @@ static bool use_wgmma(MmaPlan& p, const GemmTarget& target) {
     return false;
   p.wgmma = true;
   p.tiles = make_tiles(t.bm, t.bn, t.bm / 16, 1, 64);
-  for (p.stages = 4; p.stages > 2 && p.shared_bytes() > kMaxPipelineShared + 1024;) --p.stages;
+  fit_stages(p, target, kMaxPipelineShared + 1024);
   p.wgmma_overlap = target.wgmma_overlap && p.stages >= 4;
   return true;
 }
@@ -298,9 +317,12 @@ static bool use_tma(MmaPlan& p, const loop::ContractView& c, int64_t batch, int6
     if (bn == 0 || cost(w) < cost(bn)) bn = w;
   }
   if (bn == 0) return false;
+  // target.tma_bn picks the width once the kernel is taken.
+  if (target.tma_bn == 128 || (target.tma_bn == 256 && n > 128)) bn = target.tma_bn;
   p.tma = true;
   p.tiles = make_tiles(128, bn, 8, 1, 64);
   p.stages = detail::tma_stages(bn);
+  if (target.stages) p.stages = std::min(p.stages, target.stages);
   p.sm_count = target.sm_count;
   p.min_blocks = 1;
   return true;
@@ -334,14 +356,14 @@ MmaPlan plan_mma_gemm(const loop::StmtNode& s, const GemmTarget& target) {
   };
   p.async_copy = p.a_load != OperandLoad::Elements && p.b_load != OperandLoad::Elements;
   p.tiles = tiles_for(known(c.batch_extent), known(c.m), known(c.n), known(c.k_extent), p.precision, p.b_load,
-                      p.async_copy, target.fill_blocks);
+                      p.async_copy, target.fill_blocks, target.bk);
   if (p.async_copy) {
     p.min_blocks = 2;
     if (target.wgmma && use_wgmma(p, target)) {
       use_tma(p, c, known(c.batch_extent), known(c.m), known(c.n), known(c.k_extent), target);
       return p;
     }
-    for (p.stages = 4; p.stages > 2 && p.shared_bytes() > kMaxPipelineShared;) --p.stages;
+    fit_stages(p, target, kMaxPipelineShared);
   }
   return p;
 }

@@ -139,6 +139,18 @@ struct GemmTarget {
   bool flash_wgmma = false;
   // ... for key counts from this many up, or unknown at compile time.
   int64_t flash_wgmma_min_keys = 512;
+  // Tile knobs (gpu.gemm bk, stages, tma_bn), 0: the automatic choice.
+  // Each is taken only where the kernel stays legal, otherwise the
+  // automatic choice is kept (plan_mma_gemm):
+  //   bk: 32 or 64, the K step of the halves' mma.sync kernels (wgmma and
+  //       the TMA kernel always take 64; 3xTF32 keeps 16), 64 where two
+  //       stages fit the shared memory;
+  //   stages: 2 to 4, the cp.async / wgmma pipeline's stages, down to what
+  //       fits its shared memory; the TMA kernel's, down to what fits its
+  //       own (tma_gemm.cpp tma_stages); the register-filled kernel keeps 2;
+  //   tma_bn: 128 or 256, the TMA kernel's BN where it is taken (256 for
+  //       N > 128 only).
+  int bk = 0, stages = 0, tma_bn = 0;
 };
 
 // The schedule of a Contract statement: precision from its operands, the
@@ -153,8 +165,9 @@ bool arch_has_wgmma(const std::string& arch);
 
 // The target for `arch` with the template knobs (schedule.h) over its
 // defaults: gpu.gemm's wgmma (only where arch_has_wgmma; 0 falls back to the
-// mma.sync pipeline), tma, tma_min_k, tma_min_k_cheap, overlap and
-// fill_blocks; gpu.flash's wgmma (with wgmma) and min_keys.
+// mma.sync pipeline), tma, tma_min_k, tma_min_k_cheap, overlap, fill_blocks,
+// bk, stages and tma_bn (a value outside their sets is a tessel::Error);
+// gpu.flash's wgmma (with wgmma) and min_keys.
 GemmTarget gemm_target_for(const std::string& arch, const std::vector<Primitive>& knobs = {});
 
 // Whether `e` is always a value of type t (f16 or bf16) held in f32:
