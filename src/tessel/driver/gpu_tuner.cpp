@@ -30,12 +30,6 @@ uint64_t code_hash(const LoweredGroup& lg, const std::string& arch) {
   return fast_hash64(cuda::emit_cuda_source({lg.kernel}, cuda::gemm_target_for(arch, kernel_knobs(lg.sched, {}))).code);
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 }  // namespace
 
 std::vector<GpuTuneKernel> gpu_tune_kernels(const CompiledModel& c, const GpuDevice& d, uint64_t seed) {
@@ -115,7 +109,7 @@ std::map<std::string, double> kernel_times_us(const std::vector<std::string>& st
     if (step_hashes[i].empty()) continue;
     std::vector<double> t;
     for (const RunProfile& r : runs) t.push_back(r.step_seconds[i] * 1e6);
-    us[step_hashes[i]] += median(std::move(t));
+    us[step_hashes[i]] += median_of(std::move(t));
   }
   return us;
 }
@@ -350,11 +344,11 @@ class GpuSearch {
     }
     for (size_t i = 0; i < kts.size(); ++i) {
       KernelTuning& kt = kts[i];
-      const double d = median(def_t[kt.hash]) / ks_[i].uses;
+      const double d = median_of(def_t[kt.hash]) / ks_[i].uses;
       if (d > 0) kt.default_us = kt.best_us = d;
       auto b = best.find(kt.hash);
       if (b == best.end()) continue;
-      const double t = median(tuned_t[kt.hash]) / ks_[i].uses;
+      const double t = median_of(tuned_t[kt.hash]) / ks_[i].uses;
       if (t > 0 && t < kt.default_us * (1 - o_.min_gain)) {
         kt.best = b->second;
         kt.best_us = t;

@@ -26,6 +26,12 @@
 
 namespace tessel {
 
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 double top_k_recall(const std::vector<KernelTuning>& kernels, size_t k,
                     const std::function<double(const TuneTrial&)>& predicted) {
   size_t counted = 0, hits = 0;
@@ -102,11 +108,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // Every value of one interpreter run of the graph: inputs, intermediates,
 // outputs (constants are read from the graph itself).
@@ -205,7 +206,7 @@ class KernelHarness {
       run(fn, parallel);
       t.push_back(seconds_since(t0) * 1e6);
     }
-    return median(std::move(t));
+    return median_of(std::move(t));
   }
 
   int64_t parallel() const { return parallel_; }
@@ -490,11 +491,11 @@ class Search {
       for (size_t i = 0; i < contenders.size(); ++i)
         cand_t[i].push_back(h.time_us(contenders[i]->fn, contenders[i]->parallel));
     }
-    const double def_us = median(def_t);
+    const double def_us = median_of(def_t);
     kt.default_us = def_us;
     kt.best_us = def_us;
     for (size_t i = 0; i < contenders.size(); ++i) {
-      const double us = median(cand_t[i]);
+      const double us = median_of(cand_t[i]);
       if (us < def_us * (1 - o_.min_gain) && us < kt.best_us) {
         kt.best_us = us;
         kt.best = contenders[i]->sched;

@@ -86,6 +86,9 @@ TuneReport tune_for_cpu(const Model& m, const std::vector<RtValue>& inputs, cons
 
 // ---- shared by the CPU and the GPU tuner (driver/gpu_tuner.h) ----
 
+// The median of timings (the upper middle one of an even count); 0 for none.
+double median_of(std::vector<double> v);
+
 // A kernel before its search: name, hash, kind and uses of `lg` (its first
 // group, lowered with the default schedule), the default as the best so far.
 KernelTuning start_kernel_tuning(const LoweredGroup& lg, int uses);
