@@ -28,11 +28,6 @@ std::vector<int64_t> default_first(int64_t def, std::initializer_list<int64_t> o
   return out;
 }
 
-int64_t knob(const Schedule& s, const char* name, const char* key, int64_t fallback) {
-  const Primitive* p = s.find(name);
-  return p ? p->int_attr(key, fallback) : fallback;
-}
-
 // The plan's choices the tile knobs steer.
 bool same_plan(const cuda::MmaPlan& a, const cuda::MmaPlan& b) {
   return a.tiles.bm == b.tiles.bm && a.tiles.bn == b.tiles.bn && a.tiles.bk == b.tiles.bk && a.stages == b.stages &&
@@ -54,7 +49,7 @@ void tile_space(const Schedule& def, const KernelFacts& f, const GpuDevice& d, s
       {"bk", {32, 64}}, {"stages", {4, 3, 2}}, {"tma_bn", {128, 256}}};
   for (const auto& [key, values] : knobs)
     for (int64_t v : values) {
-      if (knob(def, "gpu.gemm", key, 0) == v) continue;
+      if (knob_int(def.prims, "gpu.gemm", key, 0) == v) continue;
       Schedule s = with(def, "gpu.gemm", {{key, v}});
       if (plan && same_plan(*plan, plan_of({*s.find("gpu.gemm")}))) continue;
       out->push_back(std::move(s));
@@ -67,12 +62,12 @@ void tile_space(const Schedule& def, const KernelFacts& f, const GpuDevice& d, s
 // one wave of the machine. Then the tile knobs (tile_space).
 void gemm_space(const Schedule& def, const KernelFacts& facts, const GpuDevice& d, std::vector<Schedule>* out) {
   const int64_t sm = std::max(1, d.sm_count);
-  const int64_t fill = knob(def, "gpu.gemm", "fill_blocks", 120);
+  const int64_t fill = knob_int(def.prims, "gpu.gemm", "fill_blocks", 120);
   const std::vector<int64_t> fills = default_first(fill, {sm, sm / 2, 2 * sm, sm / 4, 4 * sm, 1});
   const bool can_wgmma = cuda::arch_has_wgmma(d.arch);
-  const int64_t wgmma = can_wgmma ? knob(def, "gpu.gemm", "wgmma", 1) : 0;
-  const int64_t min_k = knob(def, "gpu.gemm", "tma_min_k", 1024), min_k_cheap = knob(def, "gpu.gemm", "tma_min_k_cheap", 256);
-  const int64_t tma = knob(def, "gpu.gemm", "tma", 1), overlap = knob(def, "gpu.gemm", "overlap", 1);
+  const int64_t wgmma = can_wgmma ? knob_int(def.prims, "gpu.gemm", "wgmma", 1) : 0;
+  const int64_t min_k = knob_int(def.prims, "gpu.gemm", "tma_min_k", 1024), min_k_cheap = knob_int(def.prims, "gpu.gemm", "tma_min_k_cheap", 256);
+  const int64_t tma = knob_int(def.prims, "gpu.gemm", "tma", 1), overlap = knob_int(def.prims, "gpu.gemm", "overlap", 1);
   struct Tma {
     int64_t on, min_k, min_k_cheap;
   };
@@ -96,8 +91,8 @@ void gemm_space(const Schedule& def, const KernelFacts& facts, const GpuDevice& 
 // The row lowering (schedule/gpu_schedule.h) reads threads and vector_bytes
 // for a flat kernel, row_cache for a row-reduction one; lanes decides which.
 void rows_space(const Schedule& def, const KernelFacts& f, const GpuDevice& d, std::vector<Schedule>* out) {
-  const int64_t threads = knob(def, "gpu.rows", "threads", 256), vec = knob(def, "gpu.rows", "vector_bytes", 16);
-  const int64_t cache = knob(def, "gpu.rows", "row_cache", 1);
+  const int64_t threads = knob_int(def.prims, "gpu.rows", "threads", 256), vec = knob_int(def.prims, "gpu.rows", "vector_bytes", 16);
+  const int64_t cache = knob_int(def.prims, "gpu.rows", "row_cache", 1);
   std::vector<int64_t> all_threads{threads};
   for (int64_t t = 64; t <= std::min<int64_t>(1024, d.max_threads_per_block); t *= 2)
     if (t != threads) all_threads.push_back(t);
@@ -105,14 +100,14 @@ void rows_space(const Schedule& def, const KernelFacts& f, const GpuDevice& d, s
   if (f.gpu_row_blocks) {
     for (int64_t c : default_first(cache, {1 - cache})) out->push_back(with(def, "gpu.rows", {{"lanes", 1}, {"row_cache", c}}));
   }
-  const int64_t lanes = f.gpu_row_blocks ? 0 : knob(def, "gpu.rows", "lanes", 1);
+  const int64_t lanes = f.gpu_row_blocks ? 0 : knob_int(def.prims, "gpu.rows", "lanes", 1);
   for (int64_t t : all_threads)
     for (int64_t v : vectors) out->push_back(with(def, "gpu.rows", {{"lanes", lanes}, {"threads", t}, {"vector_bytes", v}}));
 }
 
 void flash_space(const Schedule& def, const GpuDevice& d, std::vector<Schedule>* out) {
   if (!cuda::arch_has_wgmma(d.arch)) return;  // one form: mma.sync
-  const int64_t wgmma = knob(def, "gpu.flash", "wgmma", 1), min_keys = knob(def, "gpu.flash", "min_keys", 512);
+  const int64_t wgmma = knob_int(def.prims, "gpu.flash", "wgmma", 1), min_keys = knob_int(def.prims, "gpu.flash", "min_keys", 512);
   for (int64_t w : default_first(wgmma, {1 - wgmma}))
     for (int64_t k : default_first(min_keys, {0})) out->push_back(with(def, "gpu.flash", {{"wgmma", w}, {"min_keys", k}}));
 }
