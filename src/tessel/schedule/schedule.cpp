@@ -293,6 +293,17 @@ Primitive parse_knob(std::string_view text) {
   return p;
 }
 
+void check_knob(const Primitive& knob) {
+  auto it = specs().find(knob.name);
+  TS_CHECK(it != specs().end() && knob.name.find('.') != std::string::npos, "'", knob.name,
+           "' is not a template knob");
+  for (const auto& [key, value] : knob.attrs) {
+    auto ks = it->second.keys.find(key);
+    TS_CHECK(ks != it->second.keys.end(), knob.name, " has no key '", key, "'");
+    check_key(knob, key, value, ks->second);
+  }
+}
+
 std::string print_knob(const Primitive& knob) {
   std::string out;
   for (const auto& [k, v] : knob.attrs) out += (out.empty() ? "" : " ") + knob.name + "." + k + "=" + v;

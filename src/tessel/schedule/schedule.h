@@ -97,6 +97,10 @@ std::vector<std::string> known_primitives();
 // tessel::Error when the text is not PRIMITIVE.KEY=VALUE of a known template
 // knob, or the value is outside its range.
 Primitive parse_knob(std::string_view text);
+// tessel::Error when `knob` is not a template knob or one of its values is
+// outside its key's range or set (what parse_knob and check_schedule check
+// of each key), for a caller that takes knobs as data.
+void check_knob(const Primitive& knob);
 // The knob's text form, as parse_knob reads it (one key=value per knob).
 std::string print_knob(const Primitive& knob);
 // Every PRIMITIVE.KEY that --knob accepts with its values ("0..1",
