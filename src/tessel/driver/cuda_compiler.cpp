@@ -128,9 +128,10 @@ LoweredGroup cuda_default(const FusionGroup& g, const OpRegistry& reg, const std
   return def;
 }
 
-// `def` with `tuned`'s knobs, then `knobs`, over its schedule.
-LoweredGroup cuda_scheduled(const FusionGroup& g, const OpRegistry& reg, const LoweredGroup& def,
-                            const std::optional<Schedule>& tuned, const std::vector<Primitive>& knobs) {
+}  // namespace
+
+LoweredGroup reschedule_cuda_group(const FusionGroup& g, const OpRegistry& reg, const LoweredGroup& def,
+                                   const std::optional<Schedule>& tuned, const std::vector<Primitive>& knobs) {
   Schedule s = def.sched;
   if (tuned) overlay_knobs(*tuned, &s);
   apply_knobs(knobs, &s);
@@ -150,11 +151,9 @@ LoweredGroup cuda_scheduled(const FusionGroup& g, const OpRegistry& reg, const L
   return lg;
 }
 
-}  // namespace
-
 LoweredGroup lower_cuda_group(const FusionGroup& g, const OpRegistry& reg, const std::string& arch,
                               const std::optional<Schedule>& tuned, const std::vector<Primitive>& knobs) {
-  return cuda_scheduled(g, reg, cuda_default(g, reg, arch, cuda_flash_attention(knobs)), tuned, knobs);
+  return reschedule_cuda_group(g, reg, cuda_default(g, reg, arch, cuda_flash_attention(knobs)), tuned, knobs);
 }
 
 CompiledModel lower_for_cuda(const Model& m, const LowerOptions& lo) {
@@ -168,9 +167,9 @@ CompiledModel lower_for_cuda(const Model& m, const LowerOptions& lo) {
       [arch, lookup, knobs, attention, log](const FusionGroup& g, const OpRegistry& reg) {
         LoweredGroup def = cuda_default(g, reg, arch, attention);
         const std::optional<Schedule> tuned = lookup ? lookup(def.default_hash, def.schedule) : std::nullopt;
-        if (!tuned) return knobs.empty() ? def : cuda_scheduled(g, reg, def, std::nullopt, knobs);
+        if (!tuned) return knobs.empty() ? def : reschedule_cuda_group(g, reg, def, std::nullopt, knobs);
         try {
-          return cuda_scheduled(g, reg, def, tuned, knobs);
+          return reschedule_cuda_group(g, reg, def, tuned, knobs);
         } catch (const Error& e) {
           // A tuned record that does not apply is a warning (the file may be
           // old or edited); a --knob value that does not apply stays an
@@ -178,7 +177,7 @@ CompiledModel lower_for_cuda(const Model& m, const LowerOptions& lo) {
           // per kernel.
           (log ? *log : std::cerr) << "warning: tuned schedule for " << g.name << " not applied: " << e.what()
                                    << "\n";
-          return knobs.empty() ? def : cuda_scheduled(g, reg, def, std::nullopt, knobs);
+          return knobs.empty() ? def : reschedule_cuda_group(g, reg, def, std::nullopt, knobs);
         }
       },
       lo);

@@ -47,6 +47,11 @@ std::vector<Primitive> kernel_knobs(const Schedule& s, const std::vector<Primiti
 // lower_group_ready_for_gpu throws, tessel::Error when `tuned` does not apply.
 LoweredGroup lower_cuda_group(const FusionGroup& g, const OpRegistry& reg, const std::string& arch,
                               const std::optional<Schedule>& tuned, const std::vector<Primitive>& knobs);
+// The same over `def`, that group's default as lower_cuda_group (or
+// lower_for_cuda without schedules) made it: what a tuner that keeps the
+// default calls per candidate instead of lowering the default again.
+LoweredGroup reschedule_cuda_group(const FusionGroup& g, const OpRegistry& reg, const LoweredGroup& def,
+                                   const std::optional<Schedule>& tuned, const std::vector<Primitive>& knobs);
 
 // Plans and lowers every group for the GPU (lower_cuda_group, with the tuned
 // schedule lo.schedules gives for its default kernel and lo.knobs; a tuned

@@ -69,7 +69,7 @@ std::map<std::string, Schedule> next_gpu_round(std::vector<GpuTuneKernel>& ks, c
       const Schedule& s = k.space.at(k.order[k.cursor++]);
       uint64_t code = 0;
       try {
-        code = code_hash(lower_cuda_group(*k.group, reg, arch, s, {}), arch);
+        code = code_hash(reschedule_cuda_group(*k.group, reg, k.lowered, s, {}), arch);
       } catch (const Error&) {
         ++k.failed;
         continue;
