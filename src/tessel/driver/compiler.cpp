@@ -149,18 +149,34 @@ void make_ready(const FusionGroup& g, LoweredGroup& lg) {
 // keeps its tuned schedule whatever its group is called.
 std::string kernel_hash(const loop::Kernel& k) { return loop::structural_hash(k).hex(); }
 
+namespace {
+
+TestKernelFault& test_kernel_fault() {
+  static TestKernelFault fault;
+  return fault;
+}
+
+LoweredGroup with_test_fault(const FusionGroup& g, LoweredGroup lg) {
+  if (test_kernel_fault()) test_kernel_fault()(g, lg.kernel);
+  return lg;
+}
+
+}  // namespace
+
+void set_test_kernel_fault(TestKernelFault fault) { test_kernel_fault() = std::move(fault); }
+
 LoweredGroup lower_cpu_group(const FusionGroup& g, const OpRegistry& reg, const std::optional<Schedule>& tuned,
                              const std::optional<CpuInfo>& cpu) {
   NestSchedule s = host_schedule(g, cpu);
   LoweredGroup def = lower_group(g, reg, s);
   make_ready(g, def);
   def.default_hash = kernel_hash(def.kernel);
-  if (!tuned) return def;
+  if (!tuned) return with_test_fault(g, std::move(def));
   s.tuned = tuned;
   LoweredGroup lg = lower_group(g, reg, s);
   make_ready(g, lg);
   lg.default_hash = def.default_hash;
-  return lg;
+  return with_test_fault(g, std::move(lg));
 }
 
 namespace {

@@ -80,6 +80,13 @@ std::string kernel_hash(const loop::Kernel& k);
 LoweredGroup lower_cpu_group(const FusionGroup& g, const OpRegistry& reg, const std::optional<Schedule>& tuned = {},
                              const std::optional<CpuInfo>& cpu = {});
 
+// For tests of tessel bisect only: `fault`, when set, may rewrite the loop IR
+// of every group lower_cpu_group returns (after its default hash is taken),
+// so that a test can plant a wrong CPU kernel and check that bisect names its
+// group. Nothing outside tests sets it; unset, lowering pays one check.
+using TestKernelFault = std::function<void(const FusionGroup&, loop::Kernel&)>;
+void set_test_kernel_fault(TestKernelFault fault);
+
 // Compiles `m` (after the graph pass pipeline) for this CPU. `m` must outlive
 // the result. Throws tessel::Error when tessel was built without LLVM.
 std::unique_ptr<CompiledModel> compile_for_cpu(const Model& m, const DriverOptions& o, const LowerOptions& lo = {});

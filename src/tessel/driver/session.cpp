@@ -105,7 +105,7 @@ std::map<std::string, int64_t> bind_symbols(const Graph& g, const std::map<std::
   return bound;
 }
 
-void compile_model(Model& m, const std::map<std::string, int64_t>& dims, const DriverOptions& o) {
+PassOptions pipeline_options(const std::map<std::string, int64_t>& dims, const DriverOptions& o) {
   PassOptions po;
   po.disabled = o.disabled_passes;
   po.print_after = o.print_after;
@@ -120,7 +120,11 @@ void compile_model(Model& m, const std::map<std::string, int64_t>& dims, const D
     case Precision::BF16: po.precision = DType::BF16; break;
     case Precision::FP16: po.precision = DType::F16; break;
   }
-  run_pipeline(m, po);
+  return po;
+}
+
+void compile_model(Model& m, const std::map<std::string, int64_t>& dims, const DriverOptions& o) {
+  run_pipeline(m, pipeline_options(dims, o));
 }
 
 std::vector<RtValue> assemble_inputs(const Graph& g, const std::map<std::string, RtValue>& given,

@@ -18,6 +18,7 @@
 #include "tessel/driver/options.h"
 #include "tessel/ir/graph.h"
 #include "tessel/ops/registry.h"
+#include "tessel/passes/pass_manager.h"
 
 namespace tessel {
 
@@ -37,7 +38,10 @@ std::map<std::string, int64_t> bind_symbols(const Graph& g, const std::map<std::
 // kernels' sizes are known; see passes/bind_shape_inputs.cpp.
 void fold_shape_inputs(Model& m, const std::map<std::string, RtValue>& given, Target t);
 
-// Runs the graph pass pipeline with the options' passes/printing and `dims`.
+// The pipeline's options for the target, precision, passes and printing of
+// `o` and the symbol values `dims`.
+PassOptions pipeline_options(const std::map<std::string, int64_t>& dims, const DriverOptions& o);
+// Runs the graph pass pipeline with pipeline_options(dims, o).
 void compile_model(Model& m, const std::map<std::string, int64_t>& dims, const DriverOptions& o);
 
 // Inputs in graph order: the given ones, seeded random values for the rest

@@ -16,6 +16,17 @@ namespace tessel {
 
 namespace {
 
+struct TestPass {
+  std::string name, after;
+  std::function<bool(Model&)> run;
+};
+
+// add_test_pass's passes (tests only).
+std::vector<TestPass>& test_passes() {
+  static std::vector<TestPass> passes;
+  return passes;
+}
+
 class Pipeline {
  public:
   Pipeline(Model& m, const PassOptions& o) : m_(m), o_(o) {}
@@ -46,7 +57,16 @@ class Pipeline {
         fail("IR verification failed after ", name, ": ", e.what());
       }
     }
+    if (o_.after_pass) o_.after_pass(name, changed);
+    run_test_passes_after(name);
     return changed;
+  }
+
+  // Not a template (unlike step), so that steps of test passes do not
+  // instantiate step without end.
+  void run_test_passes_after(const std::string& name) {
+    for (const TestPass& t : test_passes())
+      if (t.after == name) step(t.name, std::function<bool()>([&] { return t.run(m_); }));
   }
 
   bool changed() const { return changed_; }
@@ -59,6 +79,13 @@ class Pipeline {
 };
 
 }  // namespace
+
+void add_test_pass(const std::string& name, const std::string& after, std::function<bool(Model&)> pass) {
+  TS_CHECK(name != after, "a test pass cannot run after itself");
+  test_passes().push_back({name, after, std::move(pass)});
+}
+
+void clear_test_passes() { test_passes().clear(); }
 
 std::vector<std::string> pipeline_pass_names() {
   return {"bind_dims", "infer_shapes", "fold_constants", "dce", "cse", "infer_shapes", "simplify_algebra",

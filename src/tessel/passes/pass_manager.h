@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <ostream>
 #include <set>
@@ -35,6 +36,10 @@ struct PassOptions {
   // simplify_algebra also applies rules that round differently in floating
   // point (a*b + a*c => a*(b+c)); off, its float results stay the same.
   bool inexact_algebra = false;
+  // Called after every step that ran (not the disabled ones, test passes
+  // included), with the step's name and whether it changed the model:
+  // tessel bisect interprets the model there (driver/bisect.h).
+  std::function<void(const std::string& pass, bool changed)> after_pass;
 };
 
 // Runs the default pipeline. Returns true if anything changed.
@@ -82,5 +87,13 @@ bool bind_dims(Model& m, const std::map<std::string, int64_t>& dims);  // bind_d
 // Rewrites an f32 model to compute in `low` (bf16 or f16), keeping its
 // inputs, outputs and statistics in f32 (precision.cpp).
 bool lower_precision(Model& m, DType low);
+
+// ---- test-only --------------------------------------------------------------
+// For tests of tessel bisect only: adds `pass` to the pipeline as a step named
+// `name` that runs right after every step named `after`, so that a test can
+// plant a deliberately wrong pass and check that bisect names it. Nothing
+// outside tests calls these; with none added a step pays one empty-list check.
+void add_test_pass(const std::string& name, const std::string& after, std::function<bool(Model&)> pass);
+void clear_test_passes();
 
 }  // namespace tessel

@@ -75,6 +75,16 @@ struct TuneArgs {
 };
 int cmd_tune(const TuneArgs& a, const CommonArgs& c);
 
+struct BisectArgs {
+  std::string model;
+  std::vector<std::string> inputs;  // NAME=FILE.npy
+  std::string emit_repro;           // --emit-repro PATH
+  uint64_t seed = 0;
+};
+// Exit status 0 when clean, kBisectFound when a pass or group is named.
+constexpr int kBisectFound = 3;
+int cmd_bisect(const BisectArgs& a, const CommonArgs& c);
+
 struct TestOnnxArgs {
   std::vector<std::string> dirs;
 };

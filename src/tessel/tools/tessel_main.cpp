@@ -165,6 +165,21 @@ int main(int argc, char** argv) {
       ->type_name("FILE");
   add_common(tune, &common);
 
+  BisectArgs bisect_args;
+  CLI::App* bisect = app.add_subcommand(
+      "bisect", "Find the first graph pass, then the first compiled kernel, whose outputs leave the tolerance "
+                "against the reference interpreter (exit status 3 when one is found; docs/cli.md)");
+  bisect->add_option("MODEL", bisect_args.model, "Model file (.onnx or .tir)")->required();
+  bisect->add_option("--input", bisect_args.inputs, "Input value from an .npy file, NAME=FILE.npy (repeatable)")
+      ->allow_extra_args(false)
+      ->type_name("NAME=FILE");
+  bisect->add_option("--seed", bisect_args.seed, "Seed of the random inputs (default 0)");
+  bisect->add_option("--emit-repro", bisect_args.emit_repro,
+                     "Write the bad kernel's group as a standalone model (.tir) to PATH, with its inputs and "
+                     "expected output as .npy files beside it")
+      ->type_name("PATH");
+  add_common(bisect, &common);
+
   CLI::App* demo = app.add_subcommand("demo", "Build, run and check a small built-in CNN");
   demo->add_option("--seed", demo_args.seed, "Seed of the random input (default 0)");
   add_common(demo, &common);
@@ -189,6 +204,7 @@ int main(int argc, char** argv) {
   if (compile->parsed()) file = compile_args.model;
   if (bench->parsed()) file = bench_args.model;
   if (tune->parsed()) file = tune_args.model;
+  if (bisect->parsed()) file = bisect_args.model;
   if (test->parsed()) file = test_args.dirs.empty() ? "test-onnx" : test_args.dirs.front();
   if (demo->parsed()) file = "demo";
   try {
@@ -199,6 +215,7 @@ int main(int argc, char** argv) {
     if (test->parsed()) return cmd_test_onnx(test_args, common);
     if (demo->parsed()) return cmd_demo(demo_args, common);
     if (tune->parsed()) return cmd_tune(tune_args, common);
+    if (bisect->parsed()) return cmd_bisect(bisect_args, common);
   } catch (const std::bad_alloc&) {
     return report_error(file, "out of memory", common.json);
   } catch (const std::exception& e) {
