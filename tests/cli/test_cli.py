@@ -646,6 +646,43 @@ class CliTest(unittest.TestCase):
         self.assertEqual(code, 1)
         self.assert_one_error_line(err)
 
+    # ---- bisect --------------------------------------------------------------------------
+    def test_bisect_clean_model(self):
+        m = self.save_model(linear_model())
+        x = self.path("x.npy")
+        np.save(x, np.random.default_rng(5).standard_normal((2, 48)).astype(np.float32))
+        repro = self.path("repro.tir")
+        _, out, _ = self.tessel("bisect", m, "--input", f"x={x}", "--emit-repro", repro, expect=0)
+        # One GEMM kernel (Relu(x @ w + b)); a clean model writes no reproducer.
+        self.assertRegex(out, r"clean: \d+ passes \(\d+ interpreted\), 1 groups checked")
+        self.assertIn("prepack_weights: ok", out)
+        self.assertFalse(os.path.exists(repro))
+        self.assertEqual(sorted(os.listdir(self.files)), ["m.onnx", "x.npy"])
+        _, out, _ = self.tessel("bisect", m, "--dim", "batch=3", "--json", expect=0)
+        j = json.loads(out)
+        self.assertTrue(j["clean"])
+        self.assertIsNone(j["bad_pass"])
+        self.assertIsNone(j["bad_group"])
+        self.assertEqual(len(j["groups"]), 1)
+        self.assertEqual(j["groups"][0]["mismatch"], "")
+        self.assertEqual(j["passes"][0], {"pass": "bind_dims", "changed": True, "checked": True, "mismatch": ""})
+
+    def test_bisect_errors(self):
+        m = self.save_model(linear_model())
+        code, _, err = self.tessel("bisect", self.path("missing.onnx"))
+        self.assertEqual(code, 1)
+        self.assert_one_error_line(err, self.path("missing.onnx"))
+        code, _, err = self.tessel("bisect", m, "--target", "reference")
+        self.assertEqual(code, 1)
+        self.assertIn("--target cpu or cuda", self.assert_one_error_line(err, m))
+        code, _, err = self.tessel("bisect", m, "--input", f"nope={self.path('x.npy')}")
+        self.assertEqual(code, 1)
+        self.assert_one_error_line(err, m)
+        code, out, err = self.tessel("bisect", m, "--input", f"x={self.path('absent.npy')}", "--json")
+        self.assertEqual(code, 1)
+        self.assertIn("error", json.loads(out))
+        self.assertEqual(self.tessel("bisect")[0], 2)  # no MODEL: usage
+
     # ---- demo ----------------------------------------------------------------------------
     def test_demo(self):
         _, out, _ = self.tessel("demo", expect=0)

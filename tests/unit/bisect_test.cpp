@@ -11,20 +11,21 @@
 
 #include "tessel/driver/bisect.h"
 #include "tessel/driver/compiler.h"
-#include "tessel/driver/demo.h"
 #include "tessel/driver/model_loader.h"
 #include "tessel/driver/npy.h"
-#include "tessel/driver/random_inputs.h"
 #include "tessel/driver/session.h"
 #include "tessel/interp/interpreter.h"
-#include "tessel/loop/visit.h"
 #include "tessel/passes/pass_manager.h"
 #include "tessel/support/error.h"
+#include "bisect_test_util.h"
 
 namespace tessel {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::bisect_demo;
+using testing::demo_inputs;
+using testing::plant_wrong_kernel;
 
 // Removes the hooks whatever the test's outcome.
 class Bisect : public ::testing::Test {
@@ -35,13 +36,6 @@ class Bisect : public ::testing::Test {
   }
 };
 
-std::vector<RtValue> demo_inputs(const Model& m) { return {RtValue(random_input(*m.graph, 0, {}, 7))}; }
-
-BisectReport bisect_demo(const BisectOptions& o = {}) {
-  std::unique_ptr<Model> m = build_demo_model();
-  return bisect_model(*m, demo_inputs(*m), {}, o);
-}
-
 // The demo model's compiled groups as the CPU path plans them, found here
 // without bisect: the pipeline, then lower_for_cpu.
 FusionPlan demo_plan(std::unique_ptr<Model>* keep) {
@@ -49,22 +43,6 @@ FusionPlan demo_plan(std::unique_ptr<Model>* keep) {
   DriverOptions o;
   compile_model(**keep, {}, o);
   return lower_for_cpu(**keep).plan;
-}
-
-// Every store to `out` stores one more: a kernel that is wrong everywhere.
-loop::Stmt add_one_to_stores(const loop::Stmt& s, const loop::BufferRef& out) {
-  if (s->kind == loop::StmtKind::Store && s->buffer == out)
-    return loop::store(out, s->indices, s->value + loop::float_imm(out->dtype, 1.0));
-  return loop::map_stmt(s, [](const loop::Expr& e) { return e; },
-                        [&](const loop::Stmt& c) { return add_one_to_stores(c, out); });
-}
-
-// Makes the kernel of the group whose root computes the value `root_output` wrong.
-void plant_wrong_kernel(const std::string& root_output) {
-  set_test_kernel_fault([root_output](const FusionGroup& g, loop::Kernel& k) {
-    if (g.root->outputs[g.root_output]->name != root_output) return;
-    k.body = add_one_to_stores(k.body, k.params.back());
-  });
 }
 
 TEST_F(Bisect, DemoModelBisectsClean) {
@@ -83,6 +61,12 @@ TEST_F(Bisect, DemoModelBisectsClean) {
     EXPECT_EQ(g.mismatch, "") << g.group;
     EXPECT_EQ(g.note, "") << g.group << " compiled alone should be the model's kernel";
   }
+  const std::string text = bisect_report_text(r);
+  EXPECT_NE(text.find(str_cat("clean: ", r.passes.size(), " passes (", r.passes_checked(), " interpreted), ", compiled,
+                              " groups checked")),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("first bad"), std::string::npos) << text;
 }
 
 TEST_F(Bisect, NamesAWrongPass) {
@@ -106,6 +90,11 @@ TEST_F(Bisect, NamesAWrongPass) {
   // The kernels compute the (wrong) optimised model faithfully.
   EXPECT_FALSE(r.bad_group.has_value());
   EXPECT_FALSE(r.clean());
+  const std::string text = bisect_report_text(r);
+  EXPECT_NE(text.find(str_cat("first bad pass: relu_to_abs (step ", *r.bad_pass + 1, "): output probs")),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("clean:"), std::string::npos) << text;
 }
 
 TEST_F(Bisect, AHarmlessTestPassIsNotNamed) {
@@ -145,6 +134,12 @@ TEST_F(Bisect, NamesAWrongCpuKernelAndWritesAReproducer) {
   EXPECT_NE(r.groups[*r.bad_group].mismatch.find("differ"), std::string::npos) << r.groups[*r.bad_group].mismatch;
   EXPECT_NE(r.loop_ir.find(wrong.name), std::string::npos) << r.loop_ir;
   EXPECT_NE(r.group_ir.find(wrong.root->op), std::string::npos) << r.group_ir;
+
+  const std::string text = bisect_report_text(r);
+  EXPECT_NE(text.find("first bad kernel: " + wrong.name + " (compiled group 2, target cpu): output"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("loop IR of " + wrong.name), std::string::npos) << text;
+  EXPECT_NE(text.find("reproduce with: " + r.repro_command), std::string::npos) << text;
 
   // The reproducer: the group alone, its inputs and the interpreter's output.
   ASSERT_EQ(r.repro_files.front(), o.emit_repro);

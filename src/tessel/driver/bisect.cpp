@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <iostream>
+#include <sstream>
 
 #include "tessel/driver/compiler.h"
 #include "tessel/driver/cuda_compiler.h"
@@ -218,6 +219,12 @@ void write_repro(const std::string& path, const GroupModel& sub, const std::map<
   r->repro_command = cmd;
 }
 
+void check_target(const DriverOptions& o) {
+  TS_CHECK(o.target == Target::Cpu || o.target == Target::Cuda,
+           "bisect compares compiled kernels with the interpreter: --target cpu or cuda");
+  if (o.target == Target::Cuda) check_cuda_usable();
+}
+
 // Stage 2: the compiled groups in execution order, up to the first bad one.
 void check_groups(const Model& m, const std::vector<RtValue>& inputs, const BisectOptions& o, BisectReport* r) {
   const CompiledModel plan = plan_for_target(m, o.driver);
@@ -274,9 +281,7 @@ GroupModel group_model(const Model& m, const FusionGroup& g) {
 
 BisectReport bisect_model(Model& m, const std::vector<RtValue>& inputs, const std::map<std::string, int64_t>& dims,
                           const BisectOptions& o) {
-  TS_CHECK(o.driver.target == Target::Cpu || o.driver.target == Target::Cuda,
-           "bisect compares compiled kernels with the interpreter: --target cpu or cuda");
-  if (o.driver.target == Target::Cuda) check_cuda_usable();
+  check_target(o.driver);
   BisectReport r;
   r.target = target_name(o.driver.target);
   PassStage stage(m, inputs, o.driver.precision, &r);
@@ -291,6 +296,7 @@ BisectReport bisect_model(Model& m, const std::vector<RtValue>& inputs, const st
 
 BisectReport bisect_file(const std::string& path, const std::vector<std::string>& input_specs,
                          const BisectOptions& o) {
+  check_target(o.driver);  // before the notes about the inputs
   std::vector<std::pair<std::string, std::string>> files;
   for (const std::string& spec : input_specs) files.push_back(parse_input_binding(spec));
   std::unique_ptr<Model> m = load_model(path);
@@ -299,6 +305,47 @@ BisectReport bisect_file(const std::string& path, const std::vector<std::string>
   fold_shape_inputs(*m, given, o.driver.target);
   const auto inputs = assemble_inputs(*m->graph, given, dims, o.driver.seed, o.driver.log ? o.driver.log : &std::cerr);
   return bisect_model(*m, inputs, dims, o);
+}
+
+namespace {
+
+void print_passes(const BisectReport& r, std::ostream& os) {
+  os << "passes (each that changed the model, interpreted against the unoptimised model):\n";
+  for (size_t i = 0; i < r.passes.size(); ++i) {
+    const PassCheck& p = r.passes[i];
+    const char* status = !p.changed ? "unchanged" : !p.checked ? "not checked" : p.mismatch.empty() ? "ok" : "MISMATCH";
+    os << "  " << i + 1 << ". " << p.pass << ": " << status << "\n";
+  }
+}
+
+void print_bad_group(const BisectReport& r, std::ostream& os) {
+  const GroupCheck& g = r.groups[*r.bad_group];
+  os << "first bad kernel: " << g.group << " (compiled group " << *r.bad_group + 1 << ", target " << r.target
+     << "): " << g.mismatch << "\n"
+     << "graph IR of " << g.group << ":\n" << r.group_ir << "loop IR of " << g.group << ":\n" << r.loop_ir;
+  if (r.repro_files.empty()) return;
+  os << "reproducer:";
+  for (const std::string& f : r.repro_files) os << " " << f;
+  os << "\nreproduce with: " << r.repro_command << "\n";
+}
+
+}  // namespace
+
+std::string bisect_report_text(const BisectReport& r) {
+  std::ostringstream os;
+  print_passes(r, os);
+  for (const GroupCheck& g : r.groups)
+    if (!g.note.empty()) os << "note: " << g.group << ": " << g.note << "\n";
+  if (r.bad_pass) {
+    const PassCheck& p = r.passes[*r.bad_pass];
+    os << "first bad pass: " << p.pass << " (step " << *r.bad_pass + 1 << "): " << p.mismatch << "\n";
+  }
+  if (r.bad_group) print_bad_group(r, os);
+  else os << "kernels: " << r.groups.size() << " compiled groups, each within the tolerance of the interpreter\n";
+  if (r.clean())
+    os << "clean: " << r.passes.size() << " passes (" << r.passes_checked() << " interpreted), " << r.groups.size()
+       << " groups checked\n";
+  return os.str();
 }
 
 }  // namespace tessel

@@ -68,6 +68,11 @@ struct BisectReport {
   int passes_checked() const;
 };
 
+// The report as `tessel bisect` prints it: a line per pass, then the first
+// bad pass and the first bad kernel (with its graph IR, loop IR and the
+// reproducer), or "clean: N passes (K interpreted), M groups checked".
+std::string bisect_report_text(const BisectReport& r);
+
 // What bisect accepts of `actual` against `expected` at `precision` (see
 // the header comment).
 Tolerance bisect_tolerance(const Tensor& expected, Precision precision);

@@ -149,34 +149,18 @@ void make_ready(const FusionGroup& g, LoweredGroup& lg) {
 // keeps its tuned schedule whatever its group is called.
 std::string kernel_hash(const loop::Kernel& k) { return loop::structural_hash(k).hex(); }
 
-namespace {
-
-TestKernelFault& test_kernel_fault() {
-  static TestKernelFault fault;
-  return fault;
-}
-
-LoweredGroup with_test_fault(const FusionGroup& g, LoweredGroup lg) {
-  if (test_kernel_fault()) test_kernel_fault()(g, lg.kernel);
-  return lg;
-}
-
-}  // namespace
-
-void set_test_kernel_fault(TestKernelFault fault) { test_kernel_fault() = std::move(fault); }
-
 LoweredGroup lower_cpu_group(const FusionGroup& g, const OpRegistry& reg, const std::optional<Schedule>& tuned,
                              const std::optional<CpuInfo>& cpu) {
   NestSchedule s = host_schedule(g, cpu);
   LoweredGroup def = lower_group(g, reg, s);
   make_ready(g, def);
   def.default_hash = kernel_hash(def.kernel);
-  if (!tuned) return with_test_fault(g, std::move(def));
+  if (!tuned) return def;
   s.tuned = tuned;
   LoweredGroup lg = lower_group(g, reg, s);
   make_ready(g, lg);
   lg.default_hash = def.default_hash;
-  return with_test_fault(g, std::move(lg));
+  return lg;
 }
 
 namespace {
@@ -206,6 +190,11 @@ GroupLowering lower_tuned(const ScheduleLookup& lookup, const std::vector<Primit
       return def;
     }
   };
+}
+
+TestKernelFault& test_kernel_fault() {
+  static TestKernelFault fault;
+  return fault;
 }
 
 // A failed lowering decides what the next round plans differently.
@@ -241,6 +230,7 @@ bool lower_plan(const FusionPlan& plan, const OpRegistry& reg, const GroupLoweri
     }
     try {
       out->push_back(lower(g, reg));
+      if (test_kernel_fault()) test_kernel_fault()(g, out->back().kernel);
     } catch (const FusionRejected& r) {
       replan->rejected(r);
       return false;
@@ -278,6 +268,8 @@ void share_identical_kernels(CompiledModel& c, bool share) {
 }
 
 }  // namespace
+
+void set_test_kernel_fault(TestKernelFault fault) { test_kernel_fault() = std::move(fault); }
 
 CompiledModel lower_model(const Model& m, const GroupLowering& lower, const LowerOptions& lo) {
   const OpRegistry& reg = OpRegistry::global();

@@ -80,13 +80,6 @@ std::string kernel_hash(const loop::Kernel& k);
 LoweredGroup lower_cpu_group(const FusionGroup& g, const OpRegistry& reg, const std::optional<Schedule>& tuned = {},
                              const std::optional<CpuInfo>& cpu = {});
 
-// For tests of tessel bisect only: `fault`, when set, may rewrite the loop IR
-// of every group lower_cpu_group returns (after its default hash is taken),
-// so that a test can plant a wrong CPU kernel and check that bisect names its
-// group. Nothing outside tests sets it; unset, lowering pays one check.
-using TestKernelFault = std::function<void(const FusionGroup&, loop::Kernel&)>;
-void set_test_kernel_fault(TestKernelFault fault);
-
 // Compiles `m` (after the graph pass pipeline) for this CPU. `m` must outlive
 // the result. Throws tessel::Error when tessel was built without LLVM.
 std::unique_ptr<CompiledModel> compile_for_cpu(const Model& m, const DriverOptions& o, const LowerOptions& lo = {});
@@ -110,6 +103,14 @@ using GroupLowering = std::function<LoweredGroup(const FusionGroup&, const OpReg
 // lowers (the nodes it refuses run on the interpreter), then shares
 // identical kernels.
 CompiledModel lower_model(const Model& m, const GroupLowering& lower, const LowerOptions& lo = {});
+
+// For tests of tessel bisect only: `fault`, when set, may rewrite the loop IR
+// of every group lower_model lowers (CPU and CUDA, after the schedule and the
+// default hash), so that a test can plant a wrong kernel and check that
+// bisect names its group. Nothing outside tests sets it; unset, lowering a
+// group pays one check.
+using TestKernelFault = std::function<void(const FusionGroup&, loop::Kernel&)>;
+void set_test_kernel_fault(TestKernelFault fault);
 
 // Plans and lowers for the CPU without generating code (inspect --emit fused|loop|schedule).
 CompiledModel lower_for_cpu(const Model& m, const LowerOptions& lo = {});
