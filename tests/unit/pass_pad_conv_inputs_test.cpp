@@ -20,6 +20,7 @@ namespace tessel {
 namespace {
 
 using testing::clone;
+using testing::find_op;
 using testing::count_ops;
 
 Attribute ints(std::vector<int64_t> v) { return Attribute::of_ints(std::move(v)); }
@@ -41,12 +42,6 @@ std::unique_ptr<Model> conv_model(std::vector<int64_t> x, std::vector<int64_t> w
   PassOptions o;
   run_pipeline(*m, o);
   return m;
-}
-
-const Node* find_op(const Graph& g, const std::string& op) {
-  for (const auto& n : g.nodes())
-    if (n->op == op) return n.get();
-  return nullptr;
 }
 
 // Rewritten: a Pad by the conv's pads (any side, with dilation), the conv

@@ -84,4 +84,11 @@ inline size_t count_ops(const Graph& g, const std::string& op) {
   return n;
 }
 
+// The first node of `op` in g, or nullptr.
+inline const Node* find_op(const Graph& g, const std::string& op) {
+  for (const auto& n : g.nodes())
+    if (n->op == op) return n.get();
+  return nullptr;
+}
+
 }  // namespace tessel::testing

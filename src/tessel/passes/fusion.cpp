@@ -87,6 +87,22 @@ FusionKind fusion_kind(const Node& n, const OpRegistry& reg) {
   return s ? s->fusion : FusionKind::Opaque;
 }
 
+// Whether a producer in front of a contraction is stored rather than fused
+// into the contraction's operand: a Pad (pad_conv_inputs.cpp), whose zero
+// test and clamped indices would be evaluated per element of the packing,
+// and a Slice with a step other than 1 (subsample_conv_inputs.cpp), whose
+// strided positions would be divided and gathered per element; stored,
+// the operand reads whole rows.
+bool stored_before_contraction(const Node& n) {
+  if (!n.domain.empty()) return false;
+  if (n.op == "Pad") return true;
+  if (n.op != "Slice" || n.inputs.size() < 5 || !n.input(4) || !n.input(4)->is_constant()) return false;
+  const Tensor& steps = *n.input(4)->constant;
+  for (int64_t i = 0; i < steps.numel(); ++i)
+    if (steps.get_i64(i) != 1) return true;
+  return false;
+}
+
 }  // namespace
 
 FusionPlan plan_fusion(const Graph& g, const OpRegistry& reg, const std::set<const Node*>& opaque,
@@ -117,18 +133,17 @@ FusionPlan plan_fusion(const Graph& g, const OpRegistry& reg, const std::set<con
           feeds_contraction = feeds_contraction || fusion_kind(*consumer, reg) == FusionKind::Contraction ||
                               prologue.count(consumer);
         }
-        // A Pad in front of a contraction is stored: the operand then reads
-        // whole rows of it (pad_conv_inputs.cpp); fused, its zero test and
-        // clamped indices would be evaluated per element of the packing.
-        const bool stored_pad = feeds_contraction && n->op == "Pad" && n->domain.empty();
-        if (same && !stored_pad && (injective || !feeds_contraction)) {
+        // A Pad or strided Slice in front of a contraction is stored: the
+        // operand then reads whole rows of it.
+        const bool stored = feeds_contraction && stored_before_contraction(*n);
+        if (same && !stored && (injective || !feeds_contraction)) {
           group_of[n] = gid;
           if (feeds_contraction) prologue.insert(n);
           continue;
         }
         // Its own producers may join it only as a prologue (the node that
         // made its input stays the root of its own kernel).
-        if (stored_pad) prologue.insert(n);
+        if (stored) prologue.insert(n);
       }
     }
     group_of[n] = roots.size();

@@ -69,6 +69,7 @@ bool relayout_gemm_weights(Model& m);                  // gemm_weight_layout.cpp
 bool convs_to_im2col(Model& m);                        // conv_im2col.cpp (CUDA target)
 bool prepack_gemm_weights(Model& m);                   // prepack_weights.cpp (CPU target)
 bool pad_conv_inputs(Model& m);                        // pad_conv_inputs.cpp (CPU target)
+bool subsample_conv_inputs(Model& m);                  // subsample_conv_inputs.cpp (CPU target)
 bool sink_transposes(Model& m);                        // sink_transposes.cpp
 // MatMuls of one value by constant matrices -> one MatMul and Slices
 // (merge_matmuls.cpp).
