@@ -156,9 +156,15 @@ const LoweredGroup& lowered_of(const CompiledModel& c, const std::string& name) 
   fail("internal error: group ", name, " has no kernel");
 }
 
+const RtValue& value_of(const Value* v, const std::map<const Value*, RtValue>& values) {
+  auto it = values.find(v);
+  TS_CHECK(it != values.end(), "the interpreter gave no value for %", v->name);
+  return it->second;
+}
+
 std::vector<RtValue> values_of(const std::vector<const Value*>& vs, const std::map<const Value*, RtValue>& values) {
   std::vector<RtValue> out;
-  for (const Value* v : vs) out.push_back(values.at(v));
+  for (const Value* v : vs) out.push_back(value_of(v, values));
   return out;
 }
 
@@ -176,7 +182,7 @@ GroupCheck check_group(const Model& m, const FusionGroup& g, const LoweredGroup&
     c.mismatch = str_cat("the compiled group fails: ", run.error);
     return c;
   }
-  c.mismatch = compare_outputs(*sub.model->graph, run.outputs, {values.at(sub.output)}, o.precision);
+  c.mismatch = compare_outputs(*sub.model->graph, run.outputs, {value_of(sub.output, values)}, o.precision);
   return c;
 }
 
@@ -209,12 +215,12 @@ void write_repro(const std::string& path, const GroupModel& sub, const std::map<
   if (o.target == Target::Cuda) cmd += " --target cuda";
   for (size_t i = 0; i < sub.inputs.size(); ++i) {
     const std::string file = str_cat(stem, ".input_", i, ".npy");
-    write_npy_file(file, tensor_of(values.at(sub.inputs[i]), "input %" + sub.inputs[i]->name));
+    write_npy_file(file, tensor_of(value_of(sub.inputs[i], values), "input %" + sub.inputs[i]->name));
     r->repro_files.push_back(file);
     cmd += " --input " + shell_word(sub.inputs[i]->name + "=" + file);
   }
   const std::string expected = stem + ".expected.npy";
-  write_npy_file(expected, tensor_of(values.at(sub.output), "the output"));
+  write_npy_file(expected, tensor_of(value_of(sub.output, values), "the output"));
   r->repro_files.push_back(expected);
   r->repro_command = cmd;
 }
