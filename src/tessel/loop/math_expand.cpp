@@ -182,6 +182,17 @@ class Math {
     return bitcast(t_, binary(BinaryOp::Shl, n + ci(bias), ci(mant)));
   }
 
+  // An integral float k with |k| < 2^22 (2^51 for f64) as an integer of the
+  // same width, exactly: k + 1.5 * 2^23 (2^52) is exact and holds k in its
+  // low mantissa bits. A float -> int cast is a saturating conversion (NaN
+  // to 0, clamped to the i64 range) that LLVM lowers lane by lane (a compare
+  // and a scalar convert per lane: 16 of each for one AVX-512 vector); this
+  // is one vector add and one integer subtract.
+  Expr small_int(const Expr& k) const {
+    const Expr magic = c(f64() ? 0x1.8p52L : 0x1.8p23L);
+    return bitcast(it_, k + magic) - bitcast(it_, magic);
+  }
+
   // exp: x = k ln2 + r, |r| <= ln2/2; exp(r) by Taylor; 2^k in two halves so
   // that results near overflow and in the subnormal range scale exactly.
   Expr exp(const Expr& x) {
@@ -190,7 +201,7 @@ class Math {
     Expr r = s(fma(-k, hi(ln2()), xc));
     r = s(fma(-k, lo(ln2()), r));
     const Expr p = poly(r, exp_coeffs(f64() ? 14 : 8));
-    const Expr ki = s(cast(it_, k));
+    const Expr ki = s(small_int(k));  // |k| <= 1077: the clamp above
     const Expr k1 = s(binary(BinaryOp::Shr, ki, ci(1)));
     return p * pow2(k1) * pow2(ki - k1);
   }
