@@ -107,25 +107,55 @@ GroupKey group_key(const FusionGroup& g) {
   return k;
 }
 
+// Whether a convolution-like node is wide enough for the host's vectors
+// (see host_schedule): a GEMM convolution over at least 8 vectors of output
+// positions an image, a grouped (depthwise) one whose output rows hold a
+// whole vector (its kernel vectorizes along a row). False when not static.
+bool wide_enough_for(const Node& n, int lanes) {
+  const Value* y = n.outputs.empty() ? nullptr : n.outputs[0];
+  if (!y || !y->type.has_shape() || y->type.shape->size() < 3) return false;
+  int64_t positions = 1;
+  for (size_t d = 2; d < y->type.shape->size(); ++d) {
+    const Dim& dim = (*y->type.shape)[d];
+    if (!dim.is_const()) return false;
+    positions *= dim.value();
+  }
+  if (n.op == "Conv" && n.attr_int("group", 1) != 1) return y->type.shape->back().value() >= lanes;
+  return positions >= 8 * int64_t{lanes};
+}
+
+
 // The default schedule, with this machine's vector width, registers and
 // caches for the GEMM blocking of MatMul and Gemm groups (the kernels are
 // compiled for the host CPU): on an AVX-512 machine an 8 x 32 micro-kernel
 // over zmm registers instead of AVX2's 6 x 16. Paired runs on the
 // development machine (Zen 5, 2026-12-05, separate kernel caches): BERT
-// 151.8 -> 138.7-143.2 ms, Llama 47.5 -> 45.4 ms. Groups with a
-// convolution keep the AVX2 blocking: their B packing gathers, and with
-// 32-wide panels ResNet-18 went 28.4-29.5 -> 32.0 ms, MobileNet-V2 8.1-8.3
-// -> 9.0-9.2 ms. Results are the same bit for bit either way (every output
-// is one chain of fmas over k ascending, whatever the blocking).
+// 151.8 -> 138.7-143.2 ms, Llama 47.5 -> 45.4 ms. Results are the same bit
+// for bit either way (every output is one chain of fmas over k ascending,
+// whatever the blocking).
+//
+// Convolutions take it only where they are wide enough (wide_enough_for).
+// Measured per kernel on a Zen 4 (2026-12-07, best of three `bench
+// --profile` runs of each blocking, 2 threads), once B's packing copied
+// rows (pad_conv_inputs, subsample_conv_inputs) instead of gathering:
+// ResNet-50's 3x3 convs at 56x56, 28x28 and 14x14 1.66-2.08 -> 1.45-1.81 ms
+// and its stem 2.71 -> 2.27 ms with zmm tiles, but its 7x7 layer-4 3x3
+// convs 2.00-2.42 -> 3.13-3.31 ms and its residual 1x1s there 0.97 ->
+// 1.42-1.46 ms (a 32-wide tile over 49 positions); MobileNet-V2's
+// depthwise convs with 14-wide rows 3-4x slower with 16 lanes (no whole
+// vector in a row), those with 28- to 112-wide rows faster. The tuner
+// searches both widths either way.
 // (Without LLVM there is no CPU code generator, and so no host features.)
 // `target`: the CPU of compile --cpu, else the host's.
 NestSchedule host_schedule(const FusionGroup& g, const std::optional<CpuInfo>& target) {
   NestSchedule s = default_schedule(g);
 #ifdef TESSEL_HAVE_LLVM
   static const CpuInfo host = host_cpu_info(cpu::host_cpu_features());
+  const CpuInfo& cpu = target ? *target : host;
   for (const Node* n : g.nodes)
-    if (n->op == "Conv" || n->op == "ConvTranspose" || n->op == "Im2Col") return s;
-  s.cpu = target ? *target : host;
+    if ((n->op == "Conv" || n->op == "ConvTranspose" || n->op == "Im2Col") && !wide_enough_for(*n, cpu.vector_lanes_f32))
+      return s;
+  s.cpu = cpu;
 #else
   (void)target;
 #endif
