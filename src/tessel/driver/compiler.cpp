@@ -111,7 +111,7 @@ GroupKey group_key(const FusionGroup& g) {
 // (see host_schedule): a GEMM convolution over at least 8 vectors of output
 // positions an image, a grouped (depthwise) one whose output rows hold a
 // whole vector (its kernel vectorizes along a row). False when not static.
-bool wide_enough_for(const Node& n, int lanes) {
+[[maybe_unused]] bool wide_enough_for(const Node& n, int lanes) {
   const Value* y = n.outputs.empty() ? nullptr : n.outputs[0];
   if (!y || !y->type.has_shape() || y->type.shape->size() < 3) return false;
   int64_t positions = 1;
