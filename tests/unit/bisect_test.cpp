@@ -18,6 +18,7 @@
 #include "tessel/passes/pass_manager.h"
 #include "tessel/support/error.h"
 #include "bisect_test_util.h"
+#include "cli_test_util.h"
 
 namespace tessel {
 namespace {
@@ -161,6 +162,14 @@ TEST_F(Bisect, NamesAWrongCpuKernelAndWritesAReproducer) {
   const Tensor expected = read_npy_file(r.repro_files.back());
   const std::vector<RtValue> got = Interpreter().run(*repro->graph, ins);
   EXPECT_EQ(compare_tensors(got.at(0).tensor, expected, Tolerance{0, 0}), "");
+  // `tessel run` takes the reproducer as it is (a process without the fault:
+  // its compiled output is the expected one).
+  std::string run_args = o.emit_repro + " --save-outputs " + (dir / "out").string();
+  for (const std::string& spec : specs) run_args += " --input " + spec;
+  std::string log;
+  ASSERT_EQ(testing::run_tessel("", "run " + run_args, &log), 0) << log;
+  const Tensor ran = read_npy_file((dir / "out" / "output_0.npy").string());
+  EXPECT_EQ(compare_tensors(ran, expected, bisect_tolerance(expected, Precision::FP32)), "");
   fs::remove_all(dir);
 }
 
