@@ -195,6 +195,28 @@ TEST(ScheduleGemm, FewRowsGetATileOfTheirHeight) {
   EXPECT_EQ(default_gemm_schedule(cpu, -1, 4096, 4096, true).mr, 8);  // M unknown: as before
 }
 
+// Over prepacked weights on AVX-512 the tile is 4 rows of 4 vectors and A
+// is read in place (the tuner's pick for M = 128); with B packed per call,
+// on AVX2 (16 registers) and for an N narrower than 4 vectors the tile is
+// the 8 x 32 / 6 x 16 one. Blocks stay multiples of the tile either way.
+TEST(ScheduleGemm, PrepackedWeightsGetWideRowsOnAvx512) {
+  const CpuInfo avx512 = cpu_info_from_features("+avx,+avx2,+avx512f,+fma");
+  const CpuInfo avx2 = cpu_info_from_features("+avx,+avx2,+fma");
+  const GemmSchedule w = default_gemm_schedule(avx512, 128, 768, 768, true, 1, true);
+  EXPECT_EQ(w.mr, 4);
+  EXPECT_EQ(w.nr, 64);
+  EXPECT_FALSE(w.pack_a);
+  EXPECT_NO_THROW(check_gemm_schedule(w));
+  EXPECT_EQ(w.nc % w.nr, 0);
+  const GemmSchedule packed = default_gemm_schedule(avx512, 128, 768, 768, true, 1, false);
+  EXPECT_EQ(packed.mr, 8);
+  EXPECT_EQ(packed.nr, 32);
+  EXPECT_EQ(default_gemm_schedule(avx512, 128, 48, 768, true, 1, true).nr, 32) << "N under 4 vectors";
+  const GemmSchedule a2 = default_gemm_schedule(avx2, 128, 768, 768, true, 1, true);
+  EXPECT_EQ(a2.mr, 6);
+  EXPECT_EQ(a2.nr, 16);
+}
+
 TEST(ScheduleGemm, RejectsInconsistentSchedules) {
   GemmSchedule s = tiny_schedule(Par::MBlocks);
   s.mc = 7;

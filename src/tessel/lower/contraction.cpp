@@ -300,9 +300,10 @@ std::optional<LoweredGroup> GroupLowerer::lower_contraction_with(const Node& c, 
   // that e.g. GPT-2's N = 2304 gives 6 tiles rather than 5.
   CpuInfo cpu = sched_.cpu;
   cpu.cores = std::max(cpu.cores, 2);
-  GemmSchedule gs = default_gemm_schedule(cpu, hint(M), hint(columns), k_hint, sched_.parallel, hint(batch));
-  gs.parallel_over_m_blocks = sched_.parallel;
   if (nbatch == 0) find_b_panels(b, k, bounds, &ops);
+  GemmSchedule gs = default_gemm_schedule(cpu, hint(M), hint(columns), k_hint, sched_.parallel, hint(batch),
+                                          static_cast<bool>(ops.b_panels));
+  gs.parallel_over_m_blocks = sched_.parallel;
   gs.pack_b = !b_panels_fit(ops, gs);
   if (sched_.tuned) apply_gemm_knobs(*sched_.tuned, &gs);
   Stmt body = gemm_nest(ops, gs, fresh("g"));

@@ -302,7 +302,7 @@ int64_t spread_for(int64_t cores, int64_t units) {
 }
 
 GemmSchedule default_gemm_schedule(const CpuInfo& cpu, int64_t M_hint, int64_t N_hint, int64_t K_hint,
-                                   bool parallel_over_n_blocks, int64_t batch_hint) {
+                                   bool parallel_over_n_blocks, int64_t batch_hint, bool b_prepacked) {
   GemmSchedule s;
   const int lanes = cpu.vector_lanes_f32;
   const int64_t cores = std::max<int64_t>(cpu.cores, 1);
@@ -312,6 +312,18 @@ GemmSchedule default_gemm_schedule(const CpuInfo& cpu, int64_t M_hint, int64_t N
   s.vector_lanes = lanes;
   s.nr = vectors * lanes;
   s.mr = std::clamp((cpu.vector_registers - vectors - 1) / vectors, 1, 8);
+  // Over a prepacked B with 32 registers (AVX-512): rows of four vectors
+  // (4 x 64), 8 loads per 16 FMAs against 10 for 8 x 32, and A read in
+  // place (below). What `tessel tune` picked for the transformers' weight
+  // GEMMs (M = 128: 4-13% per kernel, docs/tuning.md); as the default,
+  // alternating with the 8 x 32 on a Zen 4 (2 threads): BERT 115.5-132.3 ->
+  // 114.4-116.8 ms, GPT-2 170.5-185.1 -> 168.7-177.3 (minimums).
+  const bool wide_rows = b_prepacked && cpu.vector_registers >= 32 && (N_hint < 0 || N_hint >= 4 * lanes);
+  const int l1_panel_width = s.nr;  // the K block keeps a two-vector B micro-panel in L1
+  if (wide_rows) {
+    s.nr = 4 * lanes;
+    s.mr = 4;
+  }
   const bool few_rows = M_hint >= 1 && M_hint < s.mr;
   if (few_rows) {
     // Fewer rows than the tile (a GEMV, M = 1, or a few rows): a taller tile
@@ -331,7 +343,7 @@ GemmSchedule default_gemm_schedule(const CpuInfo& cpu, int64_t M_hint, int64_t N
   // block costs a pass over the partial C; the longest block (the 512 of
   // the scratch limit) measured 25-30% faster on a 1 x 4096 x 4096 GEMV.
   const int64_t kc_cap =
-      few_rows ? 512 : std::clamp<int64_t>(fit_blocks(cpu.l1d_bytes / 2, s.nr * 4, 8), 16, 512);
+      few_rows ? 512 : std::clamp<int64_t>(fit_blocks(cpu.l1d_bytes / 2, int64_t{l1_panel_width} * 4, 8), 16, 512);
   s.kc = static_cast<int>(balanced_block(K_hint, kc_cap, 1, 1));
   // Half of L2 for the packed A block.
   const int64_t mc_cap = fit_blocks(cpu.l2_bytes / 2, int64_t{s.kc} * 4, s.mr);
@@ -369,7 +381,7 @@ GemmSchedule default_gemm_schedule(const CpuInfo& cpu, int64_t M_hint, int64_t N
   s.nc = static_cast<int>(blocks.second);
   // A packed panel pays for itself over the N panels that reuse it; with
   // four or fewer (measured: N = 64) reading A directly is faster.
-  s.pack_a = !(N_hint >= 0 && N_hint <= 4 * int64_t{s.nr});
+  s.pack_a = !wide_rows && !(N_hint >= 0 && N_hint <= 4 * int64_t{s.nr});
   check_gemm_schedule(s);
   return s;
 }

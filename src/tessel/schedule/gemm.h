@@ -112,8 +112,11 @@ struct GemmSchedule {
 // across cores. With parallel_over_n_blocks (opt-in: callers must take the
 // parallel extent from gemm_parallel_extent) a small M stays one M block and
 // the tasks come from N blocks.
+// `b_prepacked`: B is a weight stored in 16-wide panels (GemmOperands::
+// b_panels), which the micro-kernel reads in place.
 GemmSchedule default_gemm_schedule(const CpuInfo& cpu, int64_t M_hint, int64_t N_hint, int64_t K_hint,
-                                   bool parallel_over_n_blocks = false, int64_t batch_hint = 1);
+                                   bool parallel_over_n_blocks = false, int64_t batch_hint = 1,
+                                   bool b_prepacked = false);
 
 // `s` as the gemm.* knobs of a schedule (schedule/schedule.h), added to
 // `out` (replacing knobs it already has).
