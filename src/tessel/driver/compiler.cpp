@@ -124,7 +124,6 @@ GroupKey group_key(const FusionGroup& g) {
   return positions >= 8 * int64_t{lanes};
 }
 
-
 // The default schedule, with this machine's vector width, registers and
 // caches for the GEMM blocking of MatMul and Gemm groups (the kernels are
 // compiled for the host CPU): on an AVX-512 machine an 8 x 32 micro-kernel

@@ -316,8 +316,9 @@ GemmSchedule default_gemm_schedule(const CpuInfo& cpu, int64_t M_hint, int64_t N
   // (4 x 64), 8 loads per 16 FMAs against 10 for 8 x 32, and A read in
   // place (below). What `tessel tune` picked for the transformers' weight
   // GEMMs (M = 128: 4-13% per kernel, docs/tuning.md); as the default,
-  // alternating with the 8 x 32 on a Zen 4 (2 threads): BERT 115.5-132.3 ->
-  // 114.4-116.8 ms, GPT-2 170.5-185.1 -> 168.7-177.3 (minimums).
+  // alternating with the 8 x 32 default on a Zen 4 (2 threads, median of
+  // three pairs' medians): BERT 121.2 -> 118.9 ms, GPT-2 177.5 -> 173.2,
+  // Llama 43.7 -> 41.1, ViT level.
   const bool wide_rows = b_prepacked && cpu.vector_registers >= 32 && (N_hint < 0 || N_hint >= 4 * lanes);
   const int l1_panel_width = s.nr;  // the K block keeps a two-vector B micro-panel in L1
   if (wide_rows) {
