@@ -10,6 +10,7 @@
 #include "lower_test_util.h"
 #include "tessel/ir/builder.h"
 #include "tessel/loop/visit.h"
+#include "tessel/schedule/cpu_info.h"
 
 namespace tessel {
 namespace {
@@ -173,6 +174,52 @@ TEST(GemmPath, SymbolicDims) {
     auto r = expect_lowered_matches(*c, dims);
     EXPECT_EQ(r.gemm_kernels, 2u);
     EXPECT_EQ(gemm_parallel_extents(*c, dims).size(), 2u);
+  }
+}
+
+// Convolutions for an AVX-512 CPU (lower_for_cpu with LowerOptions::cpu):
+// a group-1 conv over 128 or more output positions an image takes the
+// 16-lane blocking, one over 7 x 7 positions and a depthwise conv whose
+// 14-wide rows hold no whole vector keep 8 lanes; a depthwise conv with
+// 28-wide rows takes 16. The kernels still match the interpreter.
+TEST(GemmPath, ConvolutionsTakeWideVectorsWhereTheyAreWide) {
+  TS_REQUIRE_OPS("Conv");
+  struct Case {
+    int64_t channels, hw, group, lanes;
+  };
+  const std::vector<Case> cases{{8, 16, 1, 16}, {8, 7, 1, 8}, {8, 14, 8, 8}, {8, 28, 8, 16}};
+  LowerOptions lo;
+  lo.cpu = cpu_info_from_features("+avx,+avx2,+avx512f,+fma");
+  for (const Case& c : cases) {
+    SCOPED_TRACE(str_cat("hw ", c.hw, " group ", c.group));
+    auto m = std::make_unique<Model>();
+    GraphBuilder b(*m);
+    Value* x = b.input("x", DType::F32, {Dim(1), Dim(c.channels), Dim(c.hw), Dim(c.hw)});
+    Value* w = b.input("w", DType::F32, {Dim(c.channels), Dim(c.channels / c.group), Dim(3), Dim(3)});
+    b.output(b.op("Conv", {x, w}, {{"pads", Attribute::of_ints({1, 1, 1, 1})}, {"group", Attribute::of_int(c.group)}}));
+    PassOptions o;
+    run_pipeline(*m, o);
+    const CompiledModel cm = lower_for_cpu(*m, lo);
+    ASSERT_EQ(cm.lowered.size(), 1u);
+    // A GEMM conv's vector width is its tile's (its packing loops run over
+    // whole tiles); a depthwise kernel's is its widest vectorized loop.
+    if (const Primitive* tile = cm.lowered[0].sched.find("gemm.tile")) {
+      EXPECT_EQ(c.group, 1);
+      EXPECT_EQ(tile->int_attr("lanes", 0), c.lanes);
+      continue;
+    }
+    EXPECT_NE(c.group, 1);
+    int64_t widest = 0;
+    loop::visit_stmt(
+        cm.lowered[0].kernel.body,
+        [&](const loop::Stmt& s) {
+          int64_t n = 0;
+          if (s->kind == loop::StmtKind::For && s->for_kind == loop::ForKind::Vectorized &&
+              loop::as_const_int(s->extent, &n))
+            widest = std::max(widest, n);
+        },
+        [](const loop::Expr&) {});
+    EXPECT_EQ(widest, c.lanes);
   }
 }
 

@@ -132,6 +132,20 @@ const int kPoints = [] {
   return env ? std::atoi(env) : 60000;
 }();
 
+// exp's integral exponent k becomes an integer by the mantissa trick, not by
+// a float -> int cast (a saturating conversion that LLVM lowers lane by
+// lane): the expansion has no such cast, for f32 and f64.
+TEST(LoopMath, ExpTakesItsExponentWithoutAFloatToIntCast) {
+  for (const char* type : {"f32", "f64"}) {
+    SCOPED_TRACE(type);
+    const std::string text = print(expanded("exp", type, false));
+    for (const std::string to : {"i32>", "i64>"}) {  // cast<i..> that is not a bitcast<i..>
+      for (size_t at = text.find("cast<" + to); at != std::string::npos; at = text.find("cast<" + to, at + 1))
+        EXPECT_TRUE(at >= 3 && text.compare(at - 3, 3, "bit") == 0) << text;
+    }
+  }
+}
+
 TEST(LoopMath, F32ErrorBounds) {
   for (const Case& c : f32_cases()) {
     double e = max_ulp<float>(c.fn, f32_sweep(c.lo, c.hi, kPoints), c.ref);
