@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <random>
 
 #include "lower_test_util.h"
 #include "tessel/ir/builder.h"
@@ -26,13 +27,29 @@ struct ConvModel {
   Attrs attrs;
   bool bias = true;
   std::function<Value*(GraphBuilder&, Value*)> tail;
+  // The weights (and bias) as constants, as in a model: the CPU pipeline's
+  // prepack_weights may then pack them.
+  bool constant_weights = false;
 };
+
+std::vector<int64_t> static_shape(const Shape& s) {
+  std::vector<int64_t> out;
+  for (const Dim& d : s) out.push_back(d.value());
+  return out;
+}
 
 std::unique_ptr<Model> build(const ConvModel& c) {
   auto m = std::make_unique<Model>();
   GraphBuilder b(*m);
-  std::vector<Value*> in{b.input("x", DType::F32, c.x), b.input("w", DType::F32, c.w)};
-  if (c.bias) in.push_back(b.input("b", DType::F32, {c.w[0]}));
+  std::mt19937 rng(11);
+  std::vector<Value*> in{b.input("x", DType::F32, c.x)};
+  if (c.constant_weights) {
+    in.push_back(b.constant(testing::random_tensor(DType::F32, static_shape(c.w), &rng), "w"));
+    if (c.bias) in.push_back(b.constant(testing::random_tensor(DType::F32, {c.w[0].value()}, &rng), "b"));
+  } else {
+    in.push_back(b.input("w", DType::F32, c.w));
+    if (c.bias) in.push_back(b.input("b", DType::F32, {c.w[0]}));
+  }
   Value* y = b.op("Conv", in, c.attrs);
   b.output(c.tail ? c.tail(b, y) : y);
   return m;
@@ -247,6 +264,7 @@ void expect_compiled_conv(const ConvModel& c, const std::map<std::string, int64_
                           Tolerance tol = Tolerance{1e-5, 1e-5}) {
   auto m = build(c);
   PassOptions o;
+  o.cpu = true;  // as compile_for_cpu's callers run it: constant weights get prepacked
   run_pipeline(*m, o);
   const std::vector<RtValue> in = testing::random_inputs(*m->graph, dims, 5);
   const std::vector<RtValue> want = Interpreter().run(*m->graph, in);
@@ -269,6 +287,96 @@ TEST(ConvGemmCompiled, ResNetLikeBlock) {
 TEST(ConvGemmCompiled, PointwiseAndStridedWithSymbolicBatch) {
   expect_compiled_conv({{Dim::sym("N"), 24, 9, 11}, {20, 24, 1, 1}, {}}, {{"N", 3}});
   expect_compiled_conv({{1, 5, 23, 21}, {9, 5, 3, 3}, {{"pads", ints({1, 0, 1, 2})}, {"strides", ints({2, 2})}}});
+}
+
+// ---- output positions as the GEMM's rows -----------------------------------------
+
+// Convolutions with few output positions against their output channels
+// (conv_rows_are_positions): the GEMM's rows are the positions and its
+// vectors the channels, the constant weights are prepacked into panels
+// whose k runs over the kernel offsets first, and the micro-kernels read
+// them in place. Channel counts that are no multiple of the panel width,
+// several K blocks, strides, dilations, asymmetric pads, two images, one
+// spatial dim and a residual epilogue all match the interpreter.
+std::vector<ConvModel> positions_as_rows_cases() {
+  const auto relu = [](GraphBuilder& b, Value* y) { return b.op("Relu", {y}); };
+  const auto residual = [](GraphBuilder& b, Value* y) {
+    return b.op("Relu", {b.op("Add", {y, b.input("r", DType::F32, {1, 144, 5, 5})})});
+  };
+  std::vector<ConvModel> cases{
+      {{1, 40, 7, 9}, {136, 40, 3, 3}, {{"pads", ints({1, 1, 1, 1})}}, true, relu},
+      {{1, 256, 5, 5}, {144, 256, 1, 1}, {}, true, residual},
+      {{1, 32, 12, 11},
+       {128, 32, 3, 3},
+       {{"pads", ints({1, 0, 2, 1})}, {"strides", ints({2, 2})}, {"dilations", ints({2, 1})}},
+       false},
+      {{2, 30, 6, 6}, {128, 30, 3, 3}, {{"pads", ints({1, 1, 1, 1})}}},
+      {{1, 64, 20}, {128, 64, 5}, {{"pads", ints({2, 2})}}},
+  };
+  for (ConvModel& c : cases) c.constant_weights = true;
+  return cases;
+}
+
+// The one conv group's schedule of `c` after the CPU pipeline.
+Schedule conv_schedule(const ConvModel& c, const LowerOptions& lo = {}) {
+  auto m = build(c);
+  PassOptions o;
+  o.cpu = true;
+  run_pipeline(*m, o);
+  const CompiledModel cm = lower_for_cpu(*m, lo);
+  for (const LoweredGroup& lg : cm.lowered)
+    if (lg.schedule == "conv_gemm") return lg.sched;
+  ADD_FAILURE() << "no conv_gemm kernel";
+  return {};
+}
+
+TEST(ConvGemmCompiled, FewPositionsTakePositionsAsRows) {
+  for (const ConvModel& c : positions_as_rows_cases()) {
+    SCOPED_TRACE(c.x.size() == 3 ? "1-D" : str_cat(c.x[1].value(), " channels in, ", c.w[0].value(), " out"));
+    const Schedule s = conv_schedule(c);
+    ASSERT_NE(s.find("conv.gemm"), nullptr);
+    EXPECT_EQ(s.find("conv.gemm")->attr("rows"), "positions");
+    EXPECT_EQ(s.find("gemm.pack")->int_attr("b", 1), 0);  // the prepacked panels, in place
+    expect_compiled_conv(c, {}, Tolerance{1e-4, 1e-4});
+  }
+}
+
+// Many positions against few channels keep the channels as rows, and the
+// weights as they are.
+TEST(ConvGemmCompiled, ManyPositionsKeepChannelsAsRows) {
+  ConvModel c{{1, 32, 40, 40}, {64, 32, 3, 3}, {{"pads", ints({1, 1, 1, 1})}}};
+  c.constant_weights = true;
+  const Schedule s = conv_schedule(c);
+  ASSERT_NE(s.find("conv.gemm"), nullptr);
+  EXPECT_EQ(s.find("conv.gemm")->attr("rows"), "channels");
+}
+
+// The orientation is a knob (conv.gemm rows=...): each orientation over
+// weights packed for the other (or not packed) still computes the conv.
+TEST(ConvGemmCompiled, EitherOrientationByKnob) {
+  ConvModel few = positions_as_rows_cases()[0];
+  ConvModel many{{1, 12, 17, 15}, {20, 12, 3, 3}, {{"pads", ints({1, 1, 1, 1})}}};
+  many.constant_weights = true;
+  for (const char* rows : {"channels", "positions"}) {
+    SCOPED_TRACE(rows);
+    LowerOptions lo;
+    lo.knobs = {parse_knob(str_cat("conv.gemm.rows=", rows))};
+    for (const ConvModel& c : {few, many}) {
+      EXPECT_EQ(conv_schedule(c, lo).find("conv.gemm")->attr("rows"), rows);
+      auto m = build(c);
+      PassOptions po;
+      po.cpu = true;
+      run_pipeline(*m, po);
+      const std::vector<RtValue> in = testing::random_inputs(*m->graph, {}, 5);
+      const std::vector<RtValue> want = Interpreter().run(*m->graph, in);
+      DriverOptions o;
+      o.threads = 2;
+      o.knobs = lo.knobs;
+      const std::vector<RtValue> got = compile_for_cpu(*m, o)->exe->run(in);
+      ASSERT_EQ(got.size(), 1u);
+      EXPECT_EQ(compare_tensors(got[0].tensor, want[0].tensor, Tolerance{1e-4, 1e-4}), "");
+    }
+  }
 }
 
 TEST(ConvDepthwiseCompiled, MobileNetBlock) {

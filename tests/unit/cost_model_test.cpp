@@ -146,5 +146,39 @@ TEST(CostModel, SpaceOfAGemvHasTilesOfItsHeight) {
   EXPECT_GT(space.size(), 10u);
 }
 
+// A convolution's space holds both orientations of its GEMM: its own with
+// the prepacked panels read in place, the other with M and N swapped and B
+// packed (its weights are not panels for it).
+TEST(CostModel, ConvolutionSpaceHoldsBothOrientations) {
+  const CpuInfo cpu = avx512();
+  KernelFacts f;
+  f.kind = "conv_gemm";
+  f.m = 49;    // positions
+  f.n = 512;   // channels
+  f.k = 4608;
+  f.b_panel_width = 16;
+  f.b_panel_columns = 512;
+  Schedule def = gemm(4, 64, 16, 52, 128, 256, "tiles", 0, 0);
+  def.kind = "conv_gemm";
+  def.get("conv.gemm").set("rows", "positions");
+  const std::vector<Schedule> space = search_space(def, f, cpu);
+  EXPECT_EQ(space[0], def);
+  std::map<std::string, size_t> per_rows, packed_b;
+  for (const Schedule& s : space) {
+    EXPECT_NO_THROW(check_schedule(s)) << print_schedule(s);
+    ASSERT_TRUE(s.find("conv.gemm"));
+    const std::string rows = s.find("conv.gemm")->attr("rows").value_or("");
+    ++per_rows[rows];
+    packed_b[rows] += s.find("gemm.pack")->int_attr("b", 0);
+    // A tile taller than the rows is not searched: 49 rows for positions,
+    // 512 for channels.
+    if (rows == "positions") EXPECT_LE(s.find("gemm.tile")->int_attr("mr", 0), 50) << print_schedule(s);
+  }
+  EXPECT_GT(per_rows["positions"], 20u);
+  EXPECT_GT(per_rows["channels"], 20u);
+  EXPECT_EQ(packed_b["channels"], per_rows["channels"]);
+  EXPECT_LT(packed_b["positions"], per_rows["positions"]);
+}
+
 }  // namespace
 }  // namespace tessel

@@ -78,6 +78,32 @@ TEST(Affine, FoldAffineResolvesReshapeIndexArithmetic) {
   EXPECT_NE(print(fold_affine(near, {{"i", {0, 7}}, {"j", {0, 49}}})), "i");
 }
 
+// x = m a + r with m dividing d and r in [0, m): a K block of 128 within
+// runs of 512 channels, the digits of a conv's k (offsets, then channel).
+TEST(Affine, FoldAffineSplitsOffAFactorOfTheDivisor) {
+  const Expr k = v("pc") * Expr(128) + v("k");
+  const Bounds bounds{{"k", {0, 127}}};
+  EXPECT_EQ(print(simplify(fold_affine(floordiv(k, Expr(512)), bounds))), "floordiv(pc, 4)");
+  EXPECT_EQ(print(simplify(fold_affine(floormod(k, Expr(512)), bounds))), "floormod(pc, 4) * 128 + k");
+  // The kernel offsets' digits: nested divisions, the block's k gone.
+  const Expr kh = floordiv(floordiv(k, Expr(512)), Expr(3)), kw = floormod(floordiv(k, Expr(512)), Expr(3));
+  for (const Expr& e : {kh, kw}) {
+    const Expr folded = fold_affine(e, bounds);
+    std::string text = print(folded);
+    EXPECT_EQ(text.find('k'), std::string::npos) << text;
+    for (int64_t pc = 0; pc < 40; ++pc)
+      for (int64_t kk = 0; kk < 128; kk += 9)
+        EXPECT_EQ(eval_index(folded, {{"pc", pc}, {"k", kk}}), eval_index(e, {{"pc", pc}, {"k", kk}}));
+  }
+  // A remainder that may reach m keeps the division, and so does one
+  // without a range; negative multiples fold by floor semantics.
+  EXPECT_NE(print(fold_affine(floordiv(k, Expr(512)), {{"k", {0, 128}}})), "floordiv(pc, 4)");
+  EXPECT_NE(print(fold_affine(floordiv(k, Expr(512)), {})), "floordiv(pc, 4)");
+  const Expr f = fold_affine(floormod(k, Expr(512)), bounds);
+  for (int64_t pc = -9; pc < 9; ++pc)
+    EXPECT_EQ(eval_index(f, {{"pc", pc}, {"k", 5}}), eval_index(floormod(k, Expr(512)), {{"pc", pc}, {"k", 5}}));
+}
+
 TEST(ContiguousRuns, ViewsThatKeepRunsOfEight) {
   // Attention heads folded back into the hidden dimension (BERT's output
   // projection): k = head * 64 + d, read from [B, heads, S, 64]: not affine in k.

@@ -6,6 +6,8 @@
 // the tiles that cannot read them refused with a clear error.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "lower_test_util.h"
 #include "tessel/ir/builder.h"
 #include "tessel/ir/verifier.h"
@@ -76,6 +78,71 @@ TEST(PassPrepackWeights, ConstantWeightsBecomePanels) {
             producer_of_b(*m.graph, m.graph->outputs[2]->name)->input(0));
   testing::expect_same_results(*ref, m, {}, 0);
   EXPECT_FALSE(prepack_gemm_weights(m));  // B is an UnpackPanels now
+}
+
+// A conv over few positions against its output channels (the GEMM takes
+// the positions as rows: schedule/gemm.h conv_rows_are_positions) reads its
+// weight W [OC, C, KH, KW] as B[k, oc] with k over (kh, kw, c): panels of
+// that, unpacked back to W by row_dims and row_order. One over many
+// positions keeps its weight.
+TEST(PassPrepackWeights, ConvWeightsForPositionRowsBecomePanels) {
+  Model m;
+  GraphBuilder b(m);
+  Value* x = b.input("x", DType::F32, {1, 30, 6, 6});
+  Tensor w(DType::F32, {130, 30, 3, 3});  // K = 270, 36 positions
+  for (int64_t i = 0; i < w.numel(); ++i) w.set_f64(i, static_cast<double>(i));
+  const Attrs pads{{"pads", Attribute::of_ints({1, 1, 1, 1})}};
+  Value* few = b.op("Conv", {x, b.constant(w, "w")}, pads);
+  Value* y = b.input("y", DType::F32, {1, 8, 40, 40});
+  Tensor v(DType::F32, {16, 8, 3, 3});  // 1600 positions
+  for (int64_t i = 0; i < v.numel(); ++i) v.set_f64(i, static_cast<double>(i % 17) - 8.0);
+  Value* many = b.op("Conv", {y, b.constant(v, "v")}, pads);
+  b.outputs({few, many});
+  infer_shapes(m, PassOptions{});
+  auto ref = testing::clone(m);
+  ASSERT_TRUE(prepack_gemm_weights(m));
+  EXPECT_NO_THROW(verify_model(m));
+  EXPECT_EQ(count_ops(*m.graph, "UnpackPanels"), 1u);
+  const Node* u = producer_of_b(*m.graph, m.graph->outputs[0]->name);
+  ASSERT_TRUE(u);
+  EXPECT_EQ(u->op, "UnpackPanels");
+  EXPECT_EQ(u->attr_ints("row_dims"), (std::vector<int64_t>{30, 3, 3}));
+  EXPECT_EQ(u->attr_ints("row_order"), (std::vector<int64_t>{1, 2, 0}));
+  const Tensor& p = *u->input(0)->constant;
+  ASSERT_EQ(p.shape(), (std::vector<int64_t>{12, 270, 16}));  // 130 channels padded to 192
+  for (int64_t oc = 0; oc < 192; oc += 7)
+    for (int64_t c = 0; c < 30; ++c)
+      for (int64_t t = 0; t < 9; ++t) {
+        const double want = oc < 130 ? static_cast<double>((oc * 30 + c) * 9 + t) : 0.0;
+        ASSERT_EQ(p.get_f64(((oc / 16) * 270 + t * 30 + c) * 16 + oc % 16), want) << oc << " " << c << " " << t;
+      }
+  testing::expect_same_results(*ref, m, {}, 1e-5);
+}
+
+// Malformed row_dims / row_order are one clear error, not a misread.
+TEST(PassPrepackWeights, UnpackPanelsRowAttributesAreChecked) {
+  const auto infer = [](std::vector<int64_t> dims, std::vector<int64_t> order) {
+    Model m;
+    GraphBuilder b(m);
+    Value* p = b.constant(Tensor(DType::F32, {1, 6, 16}), "p");
+    Attrs attrs{{"columns", Attribute::of_int(10)}, {"row_dims", Attribute::of_ints(dims)}};
+    if (!order.empty()) attrs["row_order"] = Attribute::of_ints(order);
+    b.output(b.op("UnpackPanels", {p}, attrs, "tessel"));
+    infer_shapes(m, PassOptions{});
+    return m.graph->outputs[0]->type;
+  };
+  EXPECT_EQ(infer({2, 3}, {1, 0}).shape, (Shape{Dim(10), Dim(2), Dim(3)}));
+  for (const auto& [dims, order, what] :
+       std::vector<std::tuple<std::vector<int64_t>, std::vector<int64_t>, std::string>>{
+           {{2, 2}, {}, "row_dims hold 4 rows"}, {{2, 3}, {0, 0}, "permutation"}, {{2, 3}, {0}, "permutation"},
+           {{0, 6}, {}, "positive"}}) {
+    try {
+      infer(dims, order);
+      ADD_FAILURE() << "accepted " << what;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(PassPrepackWeights, LeavesOtherProductsAlone) {

@@ -16,6 +16,7 @@
 #include "tessel/loop/visit.h"
 #include "tessel/lower/lower_group.h"
 #include "tessel/ops/registry.h"
+#include "tessel/schedule/gemm.h"
 #include "tessel/support/error.h"
 #include "tessel/support/phase_timer.h"
 #ifdef TESSEL_HAVE_LLVM
@@ -121,6 +122,11 @@ GroupKey group_key(const FusionGroup& g) {
     positions *= dim.value();
   }
   if (n.op == "Conv" && n.attr_int("group", 1) != 1) return y->type.shape->back().value() >= lanes;
+  const Dim& channels = (*y->type.shape)[1];
+  // Its vectors then run over the output channels.
+  if (n.op == "Conv" && channels.is_const() && conv_reduction(n) > 0 &&
+      conv_rows_are_positions(positions, channels.value(), conv_reduction(n)))
+    return true;
   return positions >= 8 * int64_t{lanes};
 }
 
@@ -200,6 +206,12 @@ GroupLowering lower_ready(const std::optional<CpuInfo>& cpu) {
   return [cpu](const FusionGroup& g, const OpRegistry& reg) { return lower_cpu_group(g, reg, {}, cpu); };
 }
 
+// A conv_gemm schedule's orientation ("" for other kinds).
+std::string conv_rows(const Schedule& s) {
+  const Primitive* p = s.find("conv.gemm");
+  return p ? p->attr("rows").value_or("") : "";
+}
+
 // lower_ready, with the tuned schedule `lookup` (when set) has for the
 // group's default kernel and the --knob values over it; a schedule that
 // fails to apply is a warning and the default stays.
@@ -210,6 +222,13 @@ GroupLowering lower_tuned(const ScheduleLookup& lookup, const std::vector<Primit
     std::optional<Schedule> tuned = lookup ? lookup(def.default_hash, def.schedule) : std::nullopt;
     Schedule s = tuned ? *tuned : def.sched;
     const bool knobbed = apply_knobs(knobs, &s);
+    // A knob that turns a conv's GEMM around (conv.gemm rows=...) makes the
+    // default's tile, blocks and packing the other orientation's: the
+    // lowering picks them again, under the knobs alone.
+    if (!tuned && knobbed && conv_rows(s) != conv_rows(def.sched)) {
+      s = Schedule{def.sched.kind, {}};
+      apply_knobs(knobs, &s);
+    }
     if (!tuned && !knobbed) return def;
     try {
       return lower_cpu_group(g, reg, s, cpu);

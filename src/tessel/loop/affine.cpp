@@ -1,6 +1,9 @@
 #include "tessel/loop/affine.h"
 
+#include <functional>
 #include <numeric>
+#include <set>
+#include <utility>
 
 #include "tessel/loop/printer.h"
 #include "tessel/loop/visit.h"
@@ -157,20 +160,16 @@ bool vars_of_type(const Expr& e, DType t) {
   return same;
 }
 
-// floordiv / floormod(x, d) for x = q d + r with r's range inside [0, d).
-std::optional<Expr> div_mod_in_range(const Expr& e, const Bounds& bounds) {
-  const Expr &x = e->args[0], &dv = e->args[1];
-  if (dv->kind != ExprKind::IntImm || dv->int_value <= 0 || !vars_of_type(x, e.dtype())) return std::nullopt;
-  const std::optional<Affine> f = affine_form(x);
-  if (!f) return std::nullopt;
-  const int64_t d = dv->int_value;
-  Affine q, r;
-  q.constant = f->constant >= 0 ? f->constant / d : -((-f->constant + d - 1) / d);
-  r.constant = f->constant - q.constant * d;
+// x = m a + r with r's range inside [0, m) (m > 0): a's terms are x's
+// multiples of m; nullopt when a term that is not has no range.
+std::optional<std::pair<Affine, Affine>> split_multiples(const Affine& x, int64_t m, const Bounds& bounds) {
+  Affine a, r;
+  a.constant = x.constant >= 0 ? x.constant / m : -((-x.constant + m - 1) / m);
+  r.constant = x.constant - a.constant * m;
   int64_t lo = r.constant, hi = r.constant;
-  for (const auto& [v, c] : f->coef) {
-    if (c % d == 0) {
-      q.coef[v] = c / d;
+  for (const auto& [v, c] : x.coef) {
+    if (c % m == 0) {
+      a.coef[v] = c / m;
       continue;
     }
     const auto it = bounds.find(v);
@@ -179,8 +178,37 @@ std::optional<Expr> div_mod_in_range(const Expr& e, const Bounds& bounds) {
     lo += c > 0 ? c * it->second.lo : c * it->second.hi;
     hi += c > 0 ? c * it->second.hi : c * it->second.lo;
   }
-  if (lo < 0 || hi >= d) return std::nullopt;
-  return affine_expr(e->binary == BinaryOp::FloorDiv ? q : r, e.dtype());
+  if (lo < 0 || hi >= m) return std::nullopt;
+  return std::pair{a, r};
+}
+
+// floordiv / floormod(x, d) for x = m a + r with m dividing d and r's range
+// inside [0, m): floordiv(x, d) = floordiv(a, d / m) and floormod(x, d) =
+// floormod(a, d / m) m + r. With m = d: a and r themselves (a reshape's
+// floordiv(49 x + j, 49) => x). With a smaller m, a K block of a
+// convolution's reduction: floormod(128 pc + k, 512) => floormod(pc, 4) 128
+// + k for k in [0, 128), which leaves the block's loop over k free of
+// divisions. The largest such m is taken.
+std::optional<Expr> div_mod_by_factor(const Expr& e, const Bounds& bounds) {
+  const Expr &x = e->args[0], &dv = e->args[1];
+  if (dv->kind != ExprKind::IntImm || dv->int_value <= 0 || !vars_of_type(x, e.dtype())) return std::nullopt;
+  const std::optional<Affine> f = affine_form(x);
+  if (!f) return std::nullopt;
+  const int64_t d = dv->int_value;
+  std::set<int64_t, std::greater<>> factors{d};
+  for (const auto& [v, c] : f->coef)
+    if (std::gcd(c, d) > 1) factors.insert(std::gcd(c, d));
+  const DType t = e.dtype();
+  for (int64_t m : factors) {
+    const auto split = split_multiples(*f, m, bounds);
+    if (!split) continue;
+    const auto& [a, r] = *split;
+    if (m == d) return affine_expr(e->binary == BinaryOp::FloorDiv ? a : r, t);
+    const Expr outer = int_imm(t, d / m);
+    if (e->binary == BinaryOp::FloorDiv) return fold_affine(floordiv(affine_expr(a, t), outer), bounds);
+    return fold_affine(floormod(affine_expr(a, t), outer), bounds) * int_imm(t, m) + affine_expr(r, t);
+  }
+  return std::nullopt;
 }
 
 // For positive constants a and b (floor division):
@@ -213,7 +241,7 @@ Expr fold_affine(const Expr& e, const Bounds& bounds) {
     }
     if (op == BinaryOp::FloorDiv || op == BinaryOp::FloorMod) {
       const Expr inner = with_args(e, {fold_affine(e->args[0], bounds), e->args[1]});
-      if (std::optional<Expr> r = div_mod_in_range(inner, bounds)) return *r;
+      if (std::optional<Expr> r = div_mod_by_factor(inner, bounds)) return *r;
       if (std::optional<Expr> r = nested_div(inner, bounds)) return *r;
       return inner;
     }

@@ -152,6 +152,40 @@ int64_t product(const Idx& extents) {
   return n;
 }
 
+// The order of a convolution's reduction digits (channel, kernel offsets...)
+// in its GEMM's k: as stored, or the offsets first (see lower_conv).
+std::vector<size_t> reduction_order(size_t n, bool offsets_first) {
+  std::vector<size_t> order;
+  for (size_t d = offsets_first ? 1 : 0; d < n; ++d) order.push_back(d);
+  if (offsets_first && n > 0) order.push_back(0);
+  return order;
+}
+
+// The largest divisor of `channels` up to `kc`, where one of at least 16
+// exists; else kc.
+int64_t channel_block(int64_t channels, int64_t kc) {
+  for (int64_t d = std::min(kc, channels); d >= 16; --d)
+    if (channels % d == 0) return d;
+  return kc;
+}
+
+// The weights' panels when `a`, the weight read over (oc, the reduction
+// digits ks), is UnpackPanels' read of a prepacked conv weight
+// (prepack_weights.cpp): P[oc / W, k, oc % W] with k the row-major position
+// of the digits.
+loop::BufferRef weight_panels(const Expr& a, const Expr& oc, const std::vector<Expr>& ks, const Idx& extents,
+                              const std::vector<size_t>& order, const loop::Bounds& bounds) {
+  if (a->kind != ExprKind::Load || !a->buffer || a->buffer->scope != loop::BufferScope::Param ||
+      a->buffer->dtype != DType::F32 || a->buffer->shape.size() != 3)
+    return nullptr;
+  int64_t width = 0;
+  if (!loop::as_const_int(a->buffer->shape[2], &width) || width < 1) return nullptr;
+  Expr k = ks.at(order.at(0));
+  for (size_t t = 1; t < order.size(); ++t) k = k * extents[order[t]] + ks[order[t]];
+  const Expr expected = loop::load(a->buffer, {loop::floordiv(oc, Expr(width)), k, loop::floormod(oc, Expr(width))});
+  return loop::equal(loop::simplify(expected, bounds), a) ? a->buffer : nullptr;
+}
+
 }  // namespace
 
 bool conv_candidate(const Node& n) {
@@ -238,7 +272,18 @@ std::optional<LoweredGroup> GroupLowerer::lower_conv(const Node& c) {
   const Node* producer = c.input(0)->producer;
   const bool stored_input =
       !producer || std::find(group_.nodes.begin(), group_.nodes.end(), producer) == group_.nodes.end();
-  const int64_t width = sched_.gpu_gemm || !stored_input ? 0 : shifted_row_width(c, r);
+  // The GEMM's rows: the output channels (A = the weights, B = the taps,
+  // the positions a vector) or, transposed, the positions (A = the taps,
+  // B = the weights, the channels a vector). See conv_rows_are_positions.
+  const int64_t reduction = conv_reduction(c);
+  bool rows_are_positions =
+      reduction > 0 && conv_rows_are_positions(positions, dims[1].value(), reduction);
+  if (sched_.tuned)
+    if (const Primitive* p = sched_.tuned->find("conv.gemm")) rows_are_positions = p->attr("rows") == "positions";
+  if (sched_.gpu_gemm) rows_are_positions = false;
+  // Rows of positions are read in place, one address per row and K block:
+  // the grid's extra columns would only be wasted rows.
+  const int64_t width = sched_.gpu_gemm || !stored_input || rows_are_positions ? 0 : shifted_row_width(c, r);
   const int64_t ow_count = r == 4 ? dims[3].value() : 0;
   const bool shifted = width > ow_count;
   const Expr gh = loop::var("gh"), gw = loop::var("gw");
@@ -289,11 +334,19 @@ std::optional<LoweredGroup> GroupLowerer::lower_conv(const Node& c) {
   ops.M = shape[1];
   ops.N = Expr(positions);
   ops.K = Expr(K);
+  // The order of the reduction's digits in k: (channel, kernel offsets) as
+  // the weights store them or, with the positions as rows, the kernel
+  // offsets first, so that a K block within one channel run holds the
+  // offsets fixed and the taps' addresses step by one plane per k (A is
+  // read in place: division by the kernel's extents in its k loop cost 2x).
+  const std::vector<size_t> order = reduction_order(conv_.extents.size(), rows_are_positions);
+  Idx extents_in_order;
+  for (size_t d : order) extents_in_order.push_back(conv_.extents[d]);
   const auto k_digits = [&](const Expr& k) {
     loop::VarMap m;
-    const Idx at = digits(k, conv_.extents);
-    for (size_t d = 0; d < conv_.ks.size(); ++d)
-      if (conv_.ks[d]->kind == ExprKind::Var) m[conv_.ks[d]->name] = at[d];
+    const Idx at = digits(k, extents_in_order);
+    for (size_t t = 0; t < order.size(); ++t)
+      if (conv_.ks[order[t]]->kind == ExprKind::Var) m[conv_.ks[order[t]]->name] = at[t];
     return m;
   };
   ops.a = [&](const Expr& i, const Expr& k) {
@@ -306,6 +359,23 @@ std::optional<LoweredGroup> GroupLowerer::lower_conv(const Node& c) {
     m[gj->name] = j;
     return loop::simplify(flat.expr(loop::substitute(b, m)));
   };
+  if (rows_are_positions) {
+    std::swap(ops.M, ops.N);
+    std::swap(ops.a, ops.b);
+    const auto weights = ops.b, taps = ops.a;
+    ops.a = [taps](const Expr& i, const Expr& k) { return taps(k, i); };
+    ops.b = [weights](const Expr& k, const Expr& j) { return weights(j, k); };
+    // Weights prepacked for this orientation are B's panels, read in place.
+    if (loop::BufferRef p = weight_panels(a, oc, conv_.ks, conv_.extents, order, bounds)) {
+      const int64_t w = p->shape[2]->int_value;
+      ops.b_panels = p;
+      ops.panel_width = w;
+      ops.panel_columns = p->shape[0]->int_value * w;
+      ops.b = [p, w](const Expr& k, const Expr& j) {
+        return loop::load(p, {loop::floordiv(j, Expr(w)), k, loop::floormod(j, Expr(w))});
+      };
+    }
+  }
   const loop::BufferRef out_buf =
       make_buffer(str_cat("out", params_.size()), out->type.dtype, shape, loop::BufferScope::Param);
   const Expr ei = loop::var("gei"), ej = loop::var("gej");
@@ -326,6 +396,7 @@ std::optional<LoweredGroup> GroupLowerer::lower_conv(const Node& c) {
       st = loop::if_then(loop::binary(BinaryOp::Lt, loop::floormod(ej, Expr(width)), Expr(ow_count)), st);
     }
     st = loop::simplify(flat.stmt(st), bounds);
+    if (rows_are_positions) return loop::substitute(st, {{ei->name, j}, {ej->name, i}});
     return loop::substitute(st, {{ei->name, i}, {ej->name, j}});
   };
 
@@ -346,14 +417,23 @@ std::optional<LoweredGroup> GroupLowerer::lower_conv(const Node& c) {
   // The runtime picks the thread count; balance the tiles for at least two.
   CpuInfo cpu = sched_.cpu;
   cpu.cores = std::max(cpu.cores, 2);
-  GemmSchedule gs = default_gemm_schedule(cpu, dims[1].value(), positions, K, sched_.parallel, images);
+  const int64_t rows = rows_are_positions ? positions : dims[1].value();
+  const int64_t columns = rows_are_positions ? dims[1].value() : positions;
+  GemmSchedule gs =
+      default_gemm_schedule(cpu, rows, columns, K, sched_.parallel, images, static_cast<bool>(ops.b_panels));
   gs.parallel_over_m_blocks = sched_.parallel;
+  gs.pack_b = !b_panels_fit(ops, gs);
+  // With the offsets first, a K block that divides the channel count keeps
+  // them fixed in the block (see reduction_order).
+  int64_t channels = 0;
+  if (order.size() > 1 && order.front() != 0 && loop::as_const_int(conv_.extents[0], &channels))
+    gs.kc = static_cast<int>(channel_block(channels, gs.kc));
   if (sched_.tuned) apply_gemm_knobs(*sched_.tuned, &gs);
   const Stmt body = gemm_nest(ops, gs, fresh("g"));
   // gemm_parallel_extent as a Dim (a loop of one iteration is simplified away).
   std::optional<Dim> parallel_extent;
-  const Dim n_units = gs.parallel_over_n_blocks ? Dim::ceildiv(Dim(positions), Dim(gs.nc)) : Dim(1);
-  const Dim units = dims[0] * Dim::ceildiv(dims[1], Dim(gs.mc)) * n_units;
+  const Dim n_units = gs.parallel_over_n_blocks ? Dim::ceildiv(Dim(columns), Dim(gs.nc)) : Dim(1);
+  const Dim units = dims[0] * Dim::ceildiv(Dim(rows), Dim(gs.mc)) * n_units;
   if (gs.parallel_over_m_blocks && !(units.is_const() && units.value() == 1)) parallel_extent = units;
 
   for (loop::BufferRef& p : params_) p = flat.view_or_self(p);
@@ -362,8 +442,26 @@ std::optional<LoweredGroup> GroupLowerer::lower_conv(const Node& c) {
   LoweredGroup lg = finish(body, flat.view_or_self(out_buf), parallel_extent);
   lg.schedule = "conv_gemm";
   add_gemm_knobs(gs, &lg.sched);
-  lg.gemm_shape = {dims[1].value(), positions, K, images};
+  lg.sched.get("conv.gemm").set("rows", rows_are_positions ? "positions" : "channels");
+  lg.gemm_shape = {rows, columns, K, images, ops.b_panels ? ops.panel_width : 0,
+                   ops.b_panels ? ops.panel_columns : 0};
   return lg;
 }
 
 }  // namespace tessel::lowering
+
+namespace tessel {
+
+int64_t conv_reduction(const Node& c) {
+  const Value* w = c.inputs.size() > 1 ? c.input(1) : nullptr;
+  if (!w || !w->type.has_shape() || w->type.shape->size() < 2) return -1;
+  int64_t k = 1;
+  for (size_t d = 1; d < w->type.shape->size(); ++d) {
+    const Dim& dim = (*w->type.shape)[d];
+    if (!dim.is_const()) return -1;
+    k *= dim.value();
+  }
+  return k;
+}
+
+}  // namespace tessel

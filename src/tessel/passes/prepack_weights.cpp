@@ -25,6 +25,13 @@
 // by the embedding and transposed by the LM head) keeps its plain copy for
 // them: the model then holds it twice.
 //
+// A group-1 Conv whose GEMM takes the output positions as rows and the
+// output channels as columns (schedule/gemm.h conv_rows_are_positions; the
+// transposed orientation of lower/conv_gemm.cpp) reads its weight W [OC, C,
+// KH, KW] as B[k, oc] = W[oc, k]: it is packed the same way, as
+//
+//   W = tessel::UnpackPanels(P) with row_dims = [C, KH, KW]
+//
 // Does not fire when B is not constant (attention's products), not f32
 // (--precision bf16 weights keep their packing; their loads convert), has
 // fewer than 16 columns or rows (a GEMV-like weight packs in no time), or
@@ -36,6 +43,7 @@
 #include <optional>
 
 #include "tessel/passes/pass_manager.h"
+#include "tessel/schedule/gemm.h"
 
 namespace tessel {
 
@@ -55,6 +63,15 @@ bool f32_matrix(const Value* v) {
   return v && v->is_constant() && v->constant->rank() == 2 && v->constant->dtype() == DType::F32;
 }
 
+// The plain matrix B of a MatMul or Gemm, from its constant `b`.
+std::optional<Weight> matrix(Weight w, const Value* b) {
+  w.t = &*b->constant;
+  w.k = w.transposed ? w.t->dim(1) : w.t->dim(0);
+  w.n = w.transposed ? w.t->dim(0) : w.t->dim(1);
+  if (w.k < kPanel || w.n < kPanel) return std::nullopt;
+  return w;
+}
+
 std::optional<Weight> constant_weight(const Node& n) {
   if (!n.domain.empty() || (n.op != "MatMul" && n.op != "Gemm") || n.inputs.size() < 2) return std::nullopt;
   const Value* b = n.input(1);
@@ -71,11 +88,28 @@ std::optional<Weight> constant_weight(const Node& n) {
     b = t->input(0);
     w.transposed = !w.transposed;
   }
-  w.t = &*b->constant;
-  w.k = w.transposed ? w.t->dim(1) : w.t->dim(0);
-  w.n = w.transposed ? w.t->dim(0) : w.t->dim(1);
-  if (w.k < kPanel || w.n < kPanel) return std::nullopt;
-  return w;
+  return matrix(w, b);
+}
+
+std::optional<Weight> conv_weight(const Node& n) {
+  if (!n.domain.empty() || n.op != "Conv" || n.attr_int("group", 1) != 1 || n.inputs.size() < 2) return std::nullopt;
+  const Value* w = n.input(1);
+  const Value* y = n.outputs.at(0);
+  if (!w || !w->is_constant() || w->constant->dtype() != DType::F32 || w->constant->rank() < 3) return std::nullopt;
+  if (!y->type.has_shape() || y->type.shape->size() != w->constant->rank()) return std::nullopt;
+  int64_t positions = 1;
+  for (size_t d = 2; d < y->type.shape->size(); ++d) {
+    const Dim& dim = (*y->type.shape)[d];
+    if (!dim.is_const()) return std::nullopt;
+    positions *= dim.value();
+  }
+  Weight r;
+  r.t = &*w->constant;
+  r.transposed = true;
+  r.n = r.t->dim(0);
+  r.k = r.t->numel() / std::max<int64_t>(r.n, 1);
+  if (r.k < kPanel || r.n < kPanel || !conv_rows_are_positions(positions, r.n, r.k)) return std::nullopt;
+  return r;
 }
 
 // P[p, k, x] = B[k, p * 16 + x], zero past N.
@@ -91,6 +125,31 @@ Tensor panels(const Weight& w) {
   return p;
 }
 
+// The digit order of a conv weight's k in its panels: the kernel offsets,
+// then the channel (lower/conv_gemm.cpp reduction_order).
+std::vector<int64_t> offsets_first(size_t rank) {
+  std::vector<int64_t> order;
+  for (size_t d = 1; d < rank; ++d) order.push_back(static_cast<int64_t>(d));
+  order.push_back(0);
+  return order;
+}
+
+// A conv weight W [OC, C, k...] as panels whose k runs over (k..., C):
+// the panels of W permuted to [OC, k..., C].
+Tensor conv_panels(const Weight& w) {
+  const std::vector<int64_t>& shape = w.t->shape();
+  const int64_t oc = shape[0], c = shape[1], taps = w.k / c;
+  Tensor permuted(DType::F32, {oc, w.k});
+  const float* src = reinterpret_cast<const float*>(w.t->raw());
+  float* dst = reinterpret_cast<float*>(permuted.mutable_raw());
+  for (int64_t o = 0; o < oc; ++o)
+    for (int64_t ci = 0; ci < c; ++ci)
+      for (int64_t t = 0; t < taps; ++t) dst[(o * taps + t) * c + ci] = src[(o * c + ci) * taps + t];
+  Weight p = w;
+  p.t = &permuted;
+  return panels(p);
+}
+
 }  // namespace
 
 bool prepack_gemm_weights(Model& m) {
@@ -101,13 +160,23 @@ bool prepack_gemm_weights(Model& m) {
   std::map<std::pair<const Tensor*, bool>, Value*> packed;
   bool changed = false;
   for (Node* n : nodes) {
-    const std::optional<Weight> w = constant_weight(*n);
+    const bool conv = n->op == "Conv";
+    const std::optional<Weight> w = conv ? conv_weight(*n) : constant_weight(*n);
     if (!w) continue;
     Value*& p = packed[{w->t, w->transposed}];
-    if (!p) p = g.add_initializer(g.fresh_name(n->input(1)->name + "_panels"), panels(*w));
-    Node* u = g.insert_node_before(n, "UnpackPanels", {p}, 1, {{"columns", Attribute::of_int(w->n)}});
+    if (!p) p = g.add_initializer(g.fresh_name(n->input(1)->name + "_panels"), conv ? conv_panels(*w) : panels(*w));
+    std::map<std::string, Attribute> attrs{{"columns", Attribute::of_int(w->n)}};
+    Shape out{Dim(w->k), Dim(w->n)};
+    if (conv) {
+      std::vector<int64_t> rows(w->t->shape().begin() + 1, w->t->shape().end());
+      attrs["row_dims"] = Attribute::of_ints(rows);
+      attrs["row_order"] = Attribute::of_ints(offsets_first(rows.size()));
+      out = {Dim(w->n)};
+      for (int64_t d : rows) out.push_back(Dim(d));
+    }
+    Node* u = g.insert_node_before(n, "UnpackPanels", {p}, 1, attrs);
     u->domain = "tessel";
-    u->outputs[0]->type = Type::tensor(DType::F32, {Dim(w->k), Dim(w->n)});
+    u->outputs[0]->type = Type::tensor(DType::F32, out);
     n->inputs[1] = u->outputs[0];
     if (n->op == "Gemm") n->attrs["transB"] = Attribute::of_int(0);
     changed = true;

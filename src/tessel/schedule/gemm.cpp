@@ -4,6 +4,7 @@
 #include <numeric>
 #include <vector>
 
+#include "tessel/loop/affine.h"
 #include "tessel/loop/simplify.h"
 #include "tessel/loop/visit.h"
 #include "tessel/support/error.h"
@@ -215,7 +216,10 @@ class GemmBuilder {
   Expr a_element(const Expr& i, const Expr& k) {
     if (s_.pack_a) return loop::load(ap_, {var("ir"), k, i});
     Expr row = loop::min(m0_ + var("ir") * Expr(s_.mr) + i, ops_.M - Expr(1));
-    return ops_.a(row, k0_ + k);
+    // Folded over the block's k: a convolution's taps (lower/conv_gemm.cpp)
+    // split k into digits, which a K block within one digit run resolves
+    // (loop/affine.h), leaving the k loop free of divisions.
+    return loop::fold_affine(ops_.a(row, k0_ + k), {{name("k"), {0, s_.kc - 1}}});
   }
 
   Stmt k_loop() {
@@ -299,6 +303,10 @@ void check_gemm_schedule(const GemmSchedule& s) {
 int64_t spread_for(int64_t cores, int64_t units) {
   if (units < 0 || units >= 8 * cores) return 1;
   return cores / std::gcd(cores, std::max<int64_t>(units, 1));
+}
+
+bool conv_rows_are_positions(int64_t positions, int64_t channels, int64_t K) {
+  return positions > 0 && channels >= 128 && K >= 256 && positions <= 8 * channels;
 }
 
 GemmSchedule default_gemm_schedule(const CpuInfo& cpu, int64_t M_hint, int64_t N_hint, int64_t K_hint,

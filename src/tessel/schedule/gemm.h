@@ -118,6 +118,16 @@ GemmSchedule default_gemm_schedule(const CpuInfo& cpu, int64_t M_hint, int64_t N
                                    bool parallel_over_n_blocks = false, int64_t batch_hint = 1,
                                    bool b_prepacked = false);
 
+// Whether a group-1 convolution's implicit GEMM takes the output positions
+// (of one image) as its rows and the `channels` output channels as its
+// vectorised columns, rather than the other way round (lower/conv_gemm.cpp;
+// K = input channels x kernel taps). Where the positions are few against
+// the channels: their tiles then waste less at the edges, the weights are
+// read from prepacked panels (passes/prepack_weights.cpp) and the taps in
+// place, while the stores go one position per lane row (strided in NCHW),
+// which a long enough K pays for.
+bool conv_rows_are_positions(int64_t positions, int64_t channels, int64_t K);
+
 // `s` as the gemm.* knobs of a schedule (schedule/schedule.h), added to
 // `out` (replacing knobs it already has).
 void add_gemm_knobs(const GemmSchedule& s, Schedule* out);

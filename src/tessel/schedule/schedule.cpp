@@ -157,6 +157,9 @@ const std::map<std::string, PrimSpec>& specs() {
                               {"nc", int_key(1, kMaxBlock, true)}}, cpu_gemm_kinds()};
     m["gemm.parallel"] = {0, 0, {{"mode", word_key({"serial", "m_blocks", "tiles"}, true)}}, cpu_gemm_kinds()};
     m["gemm.pack"] = {0, 0, {{"a", flag()}, {"b", flag()}}, cpu_gemm_kinds()};
+    // The implicit-GEMM convolution's orientation (lower/conv_gemm.cpp):
+    // output channels or output positions as the GEMM's rows.
+    m["conv.gemm"] = {0, 0, {{"rows", word_key({"channels", "positions"}, true)}}, {"conv_gemm"}};
     // GPU templates (schedule/gpu_schedule.h, codegen/cuda/mma_gemm.h,
     // flash_attention.cpp): what the TESSEL_CUDA_* environment switches chose
     // before they became knobs (--knob, gemm_target_for).

@@ -99,6 +99,22 @@ void gemm_space(const Schedule& base, const KernelFacts& f, const CpuInfo& cpu, 
   }
 }
 
+// Both orientations of a convolution's GEMM (conv.gemm rows=...): the
+// other one has M and N swapped, and only the positions-as-rows one may
+// read prepacked weight panels (passes/prepack_weights.cpp packs them for
+// the default orientation; the other reads them as A, or packs B).
+void conv_space(const Schedule& base, const KernelFacts& f, const CpuInfo& cpu, std::vector<Schedule>* out) {
+  const Primitive* p = base.find("conv.gemm");
+  const std::string rows = p ? p->attr("rows").value_or("channels") : "channels";
+  gemm_space(base, f, cpu, out);
+  KernelFacts other = f;
+  std::swap(other.m, other.n);
+  other.b_panel_width = other.b_panel_columns = 0;
+  Schedule flipped = base;
+  flipped.get("conv.gemm").set("rows", rows == "positions" ? "channels" : "positions");
+  gemm_space(flipped, other, cpu, out);
+}
+
 void nest_space(const Schedule& base, const CpuInfo& cpu, bool vector, std::vector<Schedule>* out) {
   const bool parallel = base.find("nest.parallel") && base.find("nest.parallel")->int_attr("on", 0) != 0;
   for (int on : parallel ? std::vector<int>{1, 0} : std::vector<int>{0}) {
@@ -120,7 +136,8 @@ void nest_space(const Schedule& base, const CpuInfo& cpu, bool vector, std::vect
 
 std::vector<Schedule> search_space(const Schedule& def, const KernelFacts& f, const CpuInfo& cpu) {
   std::vector<Schedule> all;
-  if (def.kind == "gemm" || def.kind == "conv_gemm") gemm_space(def, f, cpu, &all);
+  if (def.kind == "gemm") gemm_space(def, f, cpu, &all);
+  if (def.kind == "conv_gemm") conv_space(def, f, cpu, &all);
   if (def.kind == "nest") nest_space(def, cpu, true, &all);
   if (def.kind == "depthwise") nest_space(def, cpu, false, &all);
   std::vector<Schedule> out{def};

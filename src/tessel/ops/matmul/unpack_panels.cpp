@@ -10,8 +10,20 @@
 // with panels * W >= N (the pass pads to a multiple of 64 columns, so that
 // every tile width of the search space reads whole panels; P holds zeros
 // past N). Attribute: columns (N), required.
+//
+// With the optional attribute row_dims (a convolution's weight, prepacked
+// for the convolution GEMM whose columns are the output channels,
+// lower/conv_gemm.cpp) the output is B transposed, its K rows unflattened:
+//
+//   P [panels, K, W] -> Wt [N, row_dims...]   Wt[j, r...] = P[j / W, k(r), j % W]
+//
+// with k(r) the row-major position of r in row_dims, whose product is K:
+// [OC, C, KH, KW] for a convolution's weight. The optional row_order (a
+// permutation of row_dims' axes) orders the digits of k: with [1, 2, 0],
+// k = (kh * KW + kw) * C + c.
 // Injective: it joins the GEMM's operand as an index expression, which the
 // GEMM lowering recognises (lower/contraction.cpp) as already packed.
+#include <algorithm>
 #include <cstring>
 
 #include "tessel/ops/registry.h"
@@ -24,6 +36,33 @@ int64_t columns_of(const Node& n) {
   const int64_t c = n.attr_int("columns", -1);
   TS_CHECK(c >= 1, n.describe(), ": columns must be a positive integer");
   return c;
+}
+
+// The row_dims attribute (empty when absent), checked against P's K.
+std::vector<int64_t> row_dims_of(const Node& n, const Dim& k) {
+  const std::vector<int64_t> dims = n.attr_ints("row_dims", {});
+  if (dims.empty()) return dims;
+  int64_t prod = 1;
+  for (int64_t d : dims) {
+    TS_CHECK(d >= 1 && prod <= (int64_t{1} << 40) / d, n.describe(), ": row_dims must be positive and small");
+    prod *= d;
+  }
+  TS_CHECK(k.is_const() && k.value() == prod, n.describe(), ": row_dims hold ", prod, " rows, the panels ",
+           k.str());
+  return dims;
+}
+
+// row_order (the identity when absent), checked to be a permutation.
+std::vector<int64_t> row_order_of(const Node& n, size_t rank) {
+  std::vector<int64_t> order = n.attr_ints("row_order", {});
+  if (order.empty())
+    for (size_t d = 0; d < rank; ++d) order.push_back(static_cast<int64_t>(d));
+  std::vector<int64_t> sorted = order;
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t d = 0; d < sorted.size(); ++d)
+    TS_CHECK(sorted.size() == rank && sorted[d] == static_cast<int64_t>(d), n.describe(),
+             ": row_order must be a permutation of row_dims' axes");
+  return order;
 }
 
 // P's panel count and width, checked against `columns`.
@@ -41,7 +80,12 @@ void unpack_infer(InferContext& ctx) {
   const Shape& p = ctx.input_shape(0);
   TS_CHECK(p.size() == 3, ctx.node.describe(), ": input must have rank 3 (panels, K, width)");
   check_panels(ctx.node, p[0], p[2], columns);
-  ctx.set_output(0, dt, {p[1], Dim(columns)});
+  const std::vector<int64_t> rows = row_dims_of(ctx.node, p[1]);
+  row_order_of(ctx.node, rows.size());
+  if (rows.empty()) return ctx.set_output(0, dt, {p[1], Dim(columns)});
+  Shape out{Dim(columns)};
+  for (int64_t d : rows) out.push_back(Dim(d));
+  ctx.set_output(0, dt, out);
 }
 
 void unpack_kernel(KernelContext& ctx) {
@@ -50,18 +94,45 @@ void unpack_kernel(KernelContext& ctx) {
   TS_CHECK(p.rank() == 3, ctx.node.describe(), ": input must have rank 3 (panels, K, width)");
   check_panels(ctx.node, Dim(p.dim(0)), Dim(p.dim(2)), columns);
   const int64_t k = p.dim(1), w = p.dim(2);
-  Tensor out(p.dtype(), {k, columns});
+  const std::vector<int64_t> rows = row_dims_of(ctx.node, Dim(k));
+  std::vector<int64_t> shape{k, columns};
+  if (!rows.empty()) {
+    shape = {columns};
+    shape.insert(shape.end(), rows.begin(), rows.end());
+  }
+  Tensor out(p.dtype(), shape);
   const size_t es = static_cast<size_t>(dtype_storage_size(p.dtype()));
-  for (int64_t r = 0; r < k; ++r)
-    for (int64_t j = 0; j < columns; ++j)
-      std::memcpy(out.mutable_raw() + static_cast<size_t>(r * columns + j) * es,
-                  p.raw() + static_cast<size_t>(((j / w) * k + r) * w + j % w) * es, es);
+  const std::vector<int64_t> order = row_order_of(ctx.node, rows.size());
+  for (int64_t r = 0; r < k; ++r) {
+    // The panel row of output row r (r is row-major over row_dims).
+    int64_t pr = r;
+    if (!rows.empty()) {
+      std::vector<int64_t> digit(rows.size());
+      for (size_t d = rows.size(), rest = static_cast<size_t>(r); d-- > 0;) {
+        digit[d] = static_cast<int64_t>(rest) % rows[d];
+        rest /= static_cast<size_t>(rows[d]);
+      }
+      pr = 0;
+      for (int64_t d : order) pr = pr * rows[d] + digit[d];
+    }
+    for (int64_t j = 0; j < columns; ++j) {
+      const int64_t at = rows.empty() ? r * columns + j : j * k + r;
+      std::memcpy(out.mutable_raw() + static_cast<size_t>(at) * es,
+                  p.raw() + static_cast<size_t>(((j / w) * k + pr) * w + j % w) * es, es);
+    }
+  }
   ctx.set_output(0, std::move(out));
 }
 
 loop::Expr lower_unpack(LowerContext& ctx, size_t, const std::vector<loop::Expr>& index) {
   const int64_t w = ctx.node.inputs[0]->type.shape->at(2).value();
-  return ctx.input(0, {loop::floordiv(index[1], loop::Expr(w)), index[0], loop::floormod(index[1], loop::Expr(w))});
+  const std::vector<int64_t> rows = ctx.node.attr_ints("row_dims", {});
+  if (rows.empty())
+    return ctx.input(0, {loop::floordiv(index[1], loop::Expr(w)), index[0], loop::floormod(index[1], loop::Expr(w))});
+  const std::vector<int64_t> order = row_order_of(ctx.node, rows.size());
+  loop::Expr k = index.at(order[0] + 1);
+  for (size_t t = 1; t < order.size(); ++t) k = k * loop::Expr(rows[order[t]]) + index.at(order[t] + 1);
+  return ctx.input(0, {loop::floordiv(index[0], loop::Expr(w)), k, loop::floormod(index[0], loop::Expr(w))});
 }
 
 }  // namespace
