@@ -341,14 +341,56 @@ TEST(ConvGemmCompiled, FewPositionsTakePositionsAsRows) {
   }
 }
 
-// Many positions against few channels keep the channels as rows, and the
-// weights as they are.
-TEST(ConvGemmCompiled, ManyPositionsKeepChannelsAsRows) {
-  ConvModel c{{1, 32, 40, 40}, {64, 32, 3, 3}, {{"pads", ints({1, 1, 1, 1})}}};
+// With K one block, the micro-kernel walks k as a nest over its digits
+// (kernel offsets, then channel), and the taps' in-place loads index by
+// the digits with no division: the only divisions left are the row's
+// (output row and column of a position), outside the nest.
+TEST(ConvGemmCompiled, PositionRowsWalkKAsItsDigits) {
+  ConvModel c{{1, 64, 9, 9}, {64, 64, 3, 3}, {{"pads", ints({1, 1, 1, 1})}}};  // K = 576
   c.constant_weights = true;
-  const Schedule s = conv_schedule(c);
-  ASSERT_NE(s.find("conv.gemm"), nullptr);
-  EXPECT_EQ(s.find("conv.gemm")->attr("rows"), "channels");
+  auto m = build(c);
+  PassOptions o;
+  o.cpu = true;
+  run_pipeline(*m, o);
+  const CompiledModel cm = lower_for_cpu(*m, {});
+  const LoweredGroup* conv = nullptr;
+  for (const LoweredGroup& lg : cm.lowered)
+    if (lg.schedule == "conv_gemm") conv = &lg;
+  ASSERT_TRUE(conv);
+  EXPECT_EQ(conv->sched.find("conv.gemm")->attr("rows"), "positions");
+  std::vector<int64_t> digit_loops;
+  size_t divided = 0;
+  loop::visit_stmt(
+      conv->kernel.body,
+      [&](const loop::Stmt& s) {
+        int64_t n = 0;
+        if (s->kind == loop::StmtKind::For && s->var.find("_kd") != std::string::npos && loop::as_const_int(s->extent, &n))
+          digit_loops.push_back(n);
+      },
+      [&](const loop::Expr& e) {
+        if (e->kind == loop::ExprKind::Binary &&
+            (e->binary == loop::BinaryOp::FloorDiv || e->binary == loop::BinaryOp::FloorMod))
+          loop::visit_expr(e, [&](const loop::Expr& x) {
+            divided += x->kind == loop::ExprKind::Var && x->name.find("_kd") != std::string::npos;
+          });
+      });
+  EXPECT_EQ(digit_loops, (std::vector<int64_t>{3, 3, 64}));
+  EXPECT_EQ(divided, 0u);
+  expect_compiled_conv(c, {}, Tolerance{1e-4, 1e-4});
+}
+
+// Few output channels (under 64), or a short K (under 256, where the
+// strided stores of positions as rows would cost more than the sums), keep
+// the channels as rows, and the weights as they are.
+TEST(ConvGemmCompiled, FewChannelsOrAShortKKeepChannelsAsRows) {
+  for (const ConvModel& base : {ConvModel{{1, 32, 40, 40}, {48, 32, 3, 3}, {{"pads", ints({1, 1, 1, 1})}}},
+                                ConvModel{{1, 64, 20, 20}, {256, 64, 1, 1}, {}}}) {
+    ConvModel c = base;
+    c.constant_weights = true;
+    const Schedule s = conv_schedule(c);
+    ASSERT_NE(s.find("conv.gemm"), nullptr);
+    EXPECT_EQ(s.find("conv.gemm")->attr("rows"), "channels");
+  }
 }
 
 // The orientation is a knob (conv.gemm rows=...): each orientation over

@@ -89,12 +89,31 @@ TEST(PassPadConvInputs, PaddedStrideOneConvolutionsReadAPad) {
   }
 }
 
-// Left alone: strided, grouped, already unpadded, a pad past the kernel's
-// reach (1x1 with pads: the border is bias only), auto_pad.
+// Strided convolutions read a Pad too (the 7x7/2 stem, strided 3x3s), and
+// compute the same.
+TEST(PassPadConvInputs, StridedConvolutionsReadAPad) {
+  TS_REQUIRE_OPS("Conv", "Pad");
+  for (const Attrs& a : {Attrs{{"pads", ints({3, 3, 3, 3})}, {"strides", ints({2, 2})}},
+                         Attrs{{"pads", ints({1, 0, 2, 1})}, {"strides", ints({2, 3})}, {"dilations", ints({1, 2})}}}) {
+    auto m = conv_model({1, 3, 17, 19}, {5, 3, 7, 7}, a);
+    auto ref = clone(*m);
+    ASSERT_TRUE(pad_conv_inputs(*m));
+    EXPECT_EQ(count_ops(*m->graph, "Pad"), 1u);
+    for (const auto& n : m->graph->nodes())
+      if (n->op == "Conv") {
+        EXPECT_EQ(n->attr_ints("pads", {0, 0, 0, 0}), (std::vector<int64_t>{0, 0, 0, 0}));
+        EXPECT_EQ(n->attr_ints("strides"), a.at("strides").ints);
+      }
+    testing::expect_same_results(*ref, *m, {}, 1e-5);
+    const testing::EvalRun r = testing::expect_lowered_matches(*m);
+    EXPECT_EQ(r.interpreted, 0u);
+  }
+}
+
+// Left alone: grouped, already unpadded, a pad past the kernel's reach (1x1
+// with pads: the border is bias only), auto_pad.
 TEST(PassPadConvInputs, LeavesOtherConvolutions) {
   TS_REQUIRE_OPS("Conv", "Relu");
-  EXPECT_FALSE(pad_conv_inputs(*conv_model({1, 4, 8, 8}, {4, 4, 3, 3}, {{"pads", ints({1, 1, 1, 1})},
-                                                                        {"strides", ints({2, 2})}})));
   EXPECT_FALSE(pad_conv_inputs(*conv_model({1, 4, 8, 8}, {4, 2, 3, 3}, {{"pads", ints({1, 1, 1, 1})},
                                                                         {"group", Attribute::of_int(2)}})));
   EXPECT_FALSE(pad_conv_inputs(*conv_model({1, 4, 8, 8}, {4, 4, 3, 3}, {})));

@@ -349,6 +349,23 @@ TEST(ScheduleGemm, TilesSpreadOverTheCores) {
   }
 }
 
+// Where N is one tile wide (a convolution with 64 output channels as its
+// columns, positions as rows: 4 x 64 tiles over prepacked weights), the
+// cores' share comes from M blocks only, and their count is a multiple of
+// the cores (3 blocks over 2 cores ran at two thirds of the speed).
+TEST(ScheduleGemm, OneTileWideColumnsSpreadTheRowsOverTheCores) {
+  CpuInfo cpu = cpu_info_from_features("+avx,+avx2,+avx512f,+fma");
+  cpu.cores = 2;
+  for (int64_t M : {3136, 784, 12544, 50}) {
+    SCOPED_TRACE(M);
+    const GemmSchedule s = default_gemm_schedule(cpu, M, 64, 576, true, 1, true);
+    EXPECT_EQ(s.nr, 64);
+    const int64_t units = ((M + s.mc - 1) / s.mc) * ((64 + s.nc - 1) / s.nc);
+    EXPECT_TRUE(units % cpu.cores == 0 || units >= 8 * cpu.cores) << units << " units, mc " << s.mc;
+    EXPECT_NO_THROW(check_gemm_schedule(s));
+  }
+}
+
 // A convolution over a small image streams large weights (A: M x K) past a
 // few positions (N): the cores share M blocks, so that the weights are read
 // once (one N block), not once per N block.

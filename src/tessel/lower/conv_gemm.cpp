@@ -425,9 +425,16 @@ std::optional<LoweredGroup> GroupLowerer::lower_conv(const Node& c) {
   gs.pack_b = !b_panels_fit(ops, gs);
   // With the offsets first, a K block that divides the channel count keeps
   // them fixed in the block (see reduction_order).
+  // A K of up to 1024 is one block (its B panel, K x 64 floats, stays in
+  // L2), walked as a nest over the digits (GemmOperands::k_digits).
   int64_t channels = 0;
-  if (order.size() > 1 && order.front() != 0 && loop::as_const_int(conv_.extents[0], &channels))
+  if (rows_are_positions && K <= 1024) {
+    gs.kc = static_cast<int>(std::max<int64_t>(K, 1));
+  } else if (order.size() > 1 && order.front() != 0 && loop::as_const_int(conv_.extents[0], &channels)) {
     gs.kc = static_cast<int>(channel_block(channels, gs.kc));
+  }
+  if (rows_are_positions && K > 0)
+    for (const Expr& e : extents_in_order) ops.k_digits.push_back(e->int_value);
   if (sched_.tuned) apply_gemm_knobs(*sched_.tuned, &gs);
   const Stmt body = gemm_nest(ops, gs, fresh("g"));
   // gemm_parallel_extent as a Dim (a loop of one iteration is simplified away).

@@ -1,4 +1,4 @@
-// pad_conv_inputs (CPU target): a stride-1 convolution with padding reads an
+// pad_conv_inputs (CPU target): a convolution with padding reads an
 // explicitly padded copy of its input,
 //
 //   y = Conv(x, W, b, pads=p)   =>   y = Conv(Pad(x, p), W, b, pads=0)
@@ -13,8 +13,12 @@
 // copy made here costs one pass over the input, the convolution reads it
 // K = C * KH * KW times.
 //
-// Only 2-D group-1 convolutions with explicit pads, stride 1, f32, constant
-// shapes and a pad of at most the kernel's reach (a larger pad adds only
+// A strided convolution gains the same way: its implicit GEMM reads the
+// taps without a zero test and clamped indices per element (ResNet's
+// 7x7/2 stem and strided 3x3s).
+//
+// Only 2-D group-1 convolutions with explicit pads, f32, constant shapes
+// and a pad of at most the kernel's reach (a larger pad adds only
 // bias columns, not worth a copy). The Pad stays its own kernel: fusion does
 // not fold a Pad into a contraction's operand (fusion.cpp).
 #include <utility>
@@ -35,7 +39,6 @@ std::vector<int64_t> rewritable_pads(const Node& n) {
   if (!static_dims_of(x, &xd) || !static_dims_of(w, &wd) || xd.size() != 4 || wd.size() != 4) return {};
   if (x->type.dtype != DType::F32 || n.attr_int("group", 1) != 1) return {};
   if (n.attr_string("auto_pad", "NOTSET") != "NOTSET") return {};
-  if (n.attr_ints("strides", {1, 1}) != std::vector<int64_t>{1, 1}) return {};
   const std::vector<int64_t> pads = n.attr_ints("pads", {0, 0, 0, 0});
   const std::vector<int64_t> dil = n.attr_ints("dilations", {1, 1});
   if (pads.size() != 4 || dil.size() != 2) return {};

@@ -216,21 +216,43 @@ class GemmBuilder {
   Expr a_element(const Expr& i, const Expr& k) {
     if (s_.pack_a) return loop::load(ap_, {var("ir"), k, i});
     Expr row = loop::min(m0_ + var("ir") * Expr(s_.mr) + i, ops_.M - Expr(1));
-    // Folded over the block's k: a convolution's taps (lower/conv_gemm.cpp)
-    // split k into digits, which a K block within one digit run resolves
-    // (loop/affine.h), leaving the k loop free of divisions.
-    return loop::fold_affine(ops_.a(row, k0_ + k), {{name("k"), {0, s_.kc - 1}}});
+    // Folded over the block's k (or its digits): a convolution's taps
+    // (lower/conv_gemm.cpp) split k into digits, which a K block within one
+    // digit run, or the digit loops, resolve (loop/affine.h), leaving the k
+    // loop free of divisions.
+    return loop::fold_affine(ops_.a(row, split_k_ ? k0_ + k : k), k_bounds_);
   }
 
+  // The micro-kernel's loop over the K block: k, or with ops.k_digits and
+  // one K block a nest over the digits (k = their row-major position, so
+  // the sums still run over k ascending).
   Stmt k_loop() {
+    int64_t K = 0, digits = 1;
+    for (int64_t e : ops_.k_digits) digits *= e;
+    const bool nest = !split_k_ && !ops_.k_digits.empty() && loop::as_const_int(loop::simplify(ops_.K), &K) &&
+                      K == digits;
+    std::vector<std::string> digit_vars;
     Expr k = var("k");
+    k_bounds_ = {{name("k"), {0, s_.kc - 1}}};
+    if (nest) {
+      k_bounds_.clear();
+      for (size_t d = 0; d < ops_.k_digits.size(); ++d) {
+        digit_vars.push_back(fresh("kd"));
+        k_bounds_[digit_vars.back()] = {0, ops_.k_digits[d] - 1};
+        const Expr dv = loop::var(digit_vars.back());
+        k = d == 0 ? dv : k * Expr(ops_.k_digits[d]) + dv;
+      }
+    }
     Stmt step = tile_loop_vl([&](Expr i, Expr v, Expr l) {
       Expr a = a_element(i, k);
       Expr b = b_element(k, v, l);
       Expr j = v * Expr(s_.vector_lanes) + l;
       return loop::store(acc_, {i, j}, loop::call("fma", DType::F32, {a, b, loop::load(acc_, {i, j})}));
     });
-    return loop::for_loop(name("k"), 0, klen_, ForKind::Serial, step);
+    if (!nest) return loop::for_loop(name("k"), 0, klen_, ForKind::Serial, step);
+    for (size_t d = ops_.k_digits.size(); d-- > 0;)
+      step = loop::for_loop(digit_vars[d], 0, ops_.k_digits[d], ForKind::Serial, step);
+    return step;
   }
 
   // The epilogue after the last K block, else the partial sums go to Cp.
@@ -263,6 +285,7 @@ class GemmBuilder {
   int counter_ = 0;
   bool split_k_ = true;
   BufferRef ap_, bp_, acc_, cp_;
+  loop::Bounds k_bounds_;  // of the k loop's variables, while k_loop builds
   Expr m0_, n0_, k0_, mlen_, nlen_, klen_, k_blocks_;
 };
 
@@ -292,7 +315,9 @@ void check_gemm_schedule(const GemmSchedule& s) {
   // The packed panels and the partial C block are stack buffers of the
   // kernel, which the CPU code generator caps at 1 MiB each.
   constexpr int64_t kMaxScratch = int64_t{1} << 20;
-  const int64_t a = int64_t{s.mc} * s.kc * 4, b = int64_t{s.nc} * s.kc * 4, c = int64_t{s.mc} * s.nc * 4;
+  // (A and B only when packed per call.)
+  const int64_t a = s.pack_a ? int64_t{s.mc} * s.kc * 4 : 0, b = s.pack_b ? int64_t{s.nc} * s.kc * 4 : 0,
+                c = int64_t{s.mc} * s.nc * 4;
   TS_CHECK(a <= kMaxScratch && b <= kMaxScratch && c <= kMaxScratch, "gemm schedule: blocks mc ", s.mc, " kc ",
            s.kc, " nc ", s.nc, " need more than ", kMaxScratch, " bytes of stack for a packed block");
 }
@@ -306,7 +331,7 @@ int64_t spread_for(int64_t cores, int64_t units) {
 }
 
 bool conv_rows_are_positions(int64_t positions, int64_t channels, int64_t K) {
-  return positions > 0 && channels >= 128 && K >= 256 && positions <= 8 * channels;
+  return positions > 0 && channels >= 64 && K >= 256;
 }
 
 GemmSchedule default_gemm_schedule(const CpuInfo& cpu, int64_t M_hint, int64_t N_hint, int64_t K_hint,
@@ -386,6 +411,16 @@ GemmSchedule default_gemm_schedule(const CpuInfo& cpu, int64_t M_hint, int64_t N
     if (ceil_div(M_hint, by_m.first) * std::max<int64_t>(batch_hint, 1) >= cores && traffic(by_m) < traffic(blocks))
       blocks = by_m;
   }
+  // Tiles that the cores cannot share evenly (an N too narrow to split:
+  // a convolution's 64 channels as its columns, 3 M blocks over 2 cores ran
+  // at two thirds of the speed) take M blocks made a multiple of the cores.
+  const auto uneven = [&](std::pair<int64_t, int64_t> b) {
+    const int64_t units = std::max<int64_t>(batch_hint, 1) * ceil_div(M_hint, b.first) * ceil_div(N_hint, b.second);
+    return units < 8 * cores && units % cores != 0;
+  };
+  if (parallel_over_n_blocks && M_hint > 0 && N_hint > 0 && batch_hint >= 0 && uneven(blocks) &&
+      !uneven(blocks_for(true)))
+    blocks = blocks_for(true);
   s.mc = static_cast<int>(blocks.first);
   s.nc = static_cast<int>(blocks.second);
   // A packed panel pays for itself over the N panels that reuse it; with

@@ -84,6 +84,12 @@ struct GemmOperands {
   // reads it in place.
   loop::BufferRef b_panels;
   int64_t panel_width = 0, panel_columns = 0;
+  // K as the row-major digits of these extents (a convolution's kernel
+  // offsets and channel, product K), or empty. Where K is one block, the
+  // micro-kernel's k loop is then a nest over the digits, and A read in
+  // place (pack_a off) is folded over them: a convolution's taps are then
+  // affine in each digit, with no division by the extents per k.
+  std::vector<int64_t> k_digits;
 };
 
 // Data, so that a tuner can search it. mc % mr == 0, nc % nr == 0,
@@ -121,11 +127,11 @@ GemmSchedule default_gemm_schedule(const CpuInfo& cpu, int64_t M_hint, int64_t N
 // Whether a group-1 convolution's implicit GEMM takes the output positions
 // (of one image) as its rows and the `channels` output channels as its
 // vectorised columns, rather than the other way round (lower/conv_gemm.cpp;
-// K = input channels x kernel taps). Where the positions are few against
-// the channels: their tiles then waste less at the edges, the weights are
-// read from prepacked panels (passes/prepack_weights.cpp) and the taps in
-// place, while the stores go one position per lane row (strided in NCHW),
-// which a long enough K pays for.
+// K = input channels x kernel taps): at least 64 channels (a whole 4 x 64
+// tile's width) and a K of at least 256. The weights are then read from
+// prepacked panels (passes/prepack_weights.cpp) and the taps in place, with
+// no B packing per call; the stores go one position per lane row (strided
+// in NCHW), which a long enough K pays for.
 bool conv_rows_are_positions(int64_t positions, int64_t channels, int64_t K);
 
 // `s` as the gemm.* knobs of a schedule (schedule/schedule.h), added to
