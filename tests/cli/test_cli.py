@@ -8,6 +8,7 @@ folder stays empty. Models are built here with onnx.helper.
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -517,6 +518,43 @@ class CliTest(unittest.TestCase):
         self.assertFalse(os.path.exists(out))
         self.assertEqual([f for f in os.listdir(self.files) if "tmp" in f], [])
 
+    # ---- progress ------------------------------------------------------------------------
+    def test_progress_on_stderr_and_quiet(self):
+        """compile, run and bench show their compile's progress on stderr (plain lines, as stderr is no
+        terminal here), nothing with --quiet or from the model cache; stdout is the same either way."""
+        p = self.save_model(linear_model())
+        final = r"(?m)^compile: 1 groups, 1 distinct kernels( \(code from the cache\))? in \d+\.\ds$"
+        outs = {}
+        for quiet in (False, True):
+            self.env["TESSEL_CACHE_DIR"] = os.path.join(self.tmp, f"cache_{quiet}")  # a real compile each time
+            flag = ["--quiet"] if quiet else []
+            _, out, err = self.tessel("compile", p, "-o", self.path(f"m{quiet}.tsx"), "--dim", "batch=4", "--json",
+                                      *flag, expect=0)
+            outs[quiet] = json.loads(out)  # stdout is one JSON object still
+            if quiet:
+                self.assertEqual(err, "")
+            else:
+                self.assertRegex(err, final)
+                self.assertNotIn("\r", err)
+                self.assertTrue(all(l.startswith("compile: ") for l in err.splitlines()), err)
+            _, out, err = self.tessel("run", p, "--dim", "batch=4", *flag, expect=0)
+            self.assertNotIn("compile:", out)
+            if quiet:
+                self.assertNotIn("compile:", err)
+            else:
+                self.assertRegex(err, final)
+            self.env["TESSEL_CACHE_DIR"] = os.path.join(self.tmp, f"bench_{quiet}")
+            _, out, err = self.tessel("bench", p, "--dim", "batch=4", "--iters", 1, "--json", *flag, expect=0)
+            self.assertIn("median_ms", json.loads(out))
+            self.assertEqual(bool(re.search(final, err)), not quiet, err)
+        for key in ("kernels", "interpreter_nodes", "cpu", "model_cache_hit"):
+            self.assertEqual(outs[False][key], outs[True][key])
+        # A hit in the model cache compiles nothing and says nothing.
+        self.env["TESSEL_CACHE_DIR"] = os.path.join(self.tmp, "cache_False")
+        _, out, err = self.tessel("compile", p, "-o", self.path("again.tsx"), "--dim", "batch=4", expect=0)
+        self.assertIn("from the model cache", out)
+        self.assertEqual(err, "")
+
     # ---- bench -----------------------------------------------------------------------
     def test_bench_json(self):
         p = self.save_model(add_model())
@@ -564,6 +602,8 @@ class CliTest(unittest.TestCase):
         self.assertGreaterEqual(doc["kernels"], 1)
         self.assertGreater(doc["measured"], doc["kernels"])  # the default and candidates
         self.assertEqual(doc["wrong"], 0)
+        # Progress on stderr (not a terminal: lines), ending with the kernels and trials.
+        self.assertRegex(err, r"(?m)^tune: \d+ kernels, \d+ improved, \d+ trials in \d")
         with open(db) as f:
             lines = f.read().splitlines()
         self.assertEqual(lines[0], "tessel-tuning-db 1")

@@ -1,9 +1,11 @@
-// Running this build's `tessel` binary from a unit test.
+// Running this build's `tessel` binary from a unit test, and the environment it reads.
 #pragma once
 
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <optional>
 #include <string>
 
 namespace tessel::testing {
@@ -21,5 +23,22 @@ inline int run_tessel(const std::string& env, const std::string& args, std::stri
   const int status = ::pclose(p);
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
+
+// Points TESSEL_CACHE_DIR at `d` for a scope (the caches tessel keeps
+// there: a fresh folder makes a compile miss them).
+class ScopedCacheDir {
+ public:
+  explicit ScopedCacheDir(const std::string& d) {
+    if (const char* old = std::getenv("TESSEL_CACHE_DIR")) old_ = old;
+    ::setenv("TESSEL_CACHE_DIR", d.c_str(), 1);
+  }
+  ~ScopedCacheDir() {
+    if (old_) ::setenv("TESSEL_CACHE_DIR", old_->c_str(), 1);
+    else ::unsetenv("TESSEL_CACHE_DIR");
+  }
+
+ private:
+  std::optional<std::string> old_;
+};
 
 }  // namespace tessel::testing

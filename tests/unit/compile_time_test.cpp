@@ -172,24 +172,9 @@ TEST(CompileTime, DamagedModelTextOrConstantsGiveOneError) {
   std::filesystem::remove_all(dir);
 }
 
-class ScopedCacheDir {
- public:
-  explicit ScopedCacheDir(const std::string& d) {
-    if (const char* old = std::getenv("TESSEL_CACHE_DIR")) old_ = old;
-    ::setenv("TESSEL_CACHE_DIR", d.c_str(), 1);
-  }
-  ~ScopedCacheDir() {
-    if (old_) ::setenv("TESSEL_CACHE_DIR", old_->c_str(), 1);
-    else ::unsetenv("TESSEL_CACHE_DIR");
-  }
-
- private:
-  std::optional<std::string> old_;
-};
-
 TEST(ModelCache, KeyCoversModelBytesDimsModeAndInputs) {
   const auto dir = temp_dir("key");
-  ScopedCacheDir env((dir / "cache").string());
+  testing::ScopedCacheDir env((dir / "cache").string());
   const std::string model = (dir / "m.tir").string(), input = (dir / "x.npy").string();
   std::ofstream(model) << print_model(*testing::mlp_softmax_model());
   std::ofstream(input) << "not really npy";
@@ -228,7 +213,7 @@ TEST(ModelCache, KeyCoversModelBytesDimsModeAndInputs) {
 // used entries first (a lookup counts as a use).
 TEST(ModelCache, EvictsLeastRecentlyUsedEntriesBeyondTheBudget) {
   const auto dir = temp_dir("evict");
-  ScopedCacheDir env((dir / "cache").string());
+  testing::ScopedCacheDir env((dir / "cache").string());
   ::setenv("TESSEL_MODEL_CACHE_MAX_BYTES", "250", 1);
   const std::string entry(100, 'x');
   model_cache_store("aaaa", entry);

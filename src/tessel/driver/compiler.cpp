@@ -265,7 +265,8 @@ struct Replan {
 // earlier rounds from `memo`. False after the first group that fails (its
 // failure recorded in `replan`): the plan must be redone.
 bool lower_plan(const FusionPlan& plan, const OpRegistry& reg, const GroupLowering& lower,
-                std::map<GroupKey, LoweredGroup>* memo, Replan* replan, std::vector<LoweredGroup>* out) {
+                std::map<GroupKey, LoweredGroup>* memo, Replan* replan, std::vector<LoweredGroup>* out,
+                Progress* progress) {
   for (const FusionGroup& g : plan.groups) {
     if (!g.compiled) continue;
     const GroupKey key = memo ? group_key(g) : GroupKey{};
@@ -287,8 +288,15 @@ bool lower_plan(const FusionPlan& plan, const OpRegistry& reg, const GroupLoweri
       return false;
     }
     if (memo) memo->emplace(key, out->back());
+    if (progress) progress->advance();
   }
   return true;
+}
+
+size_t compiled_groups(const FusionPlan& plan) {
+  size_t n = 0;
+  for (const FusionGroup& g : plan.groups) n += g.compiled;
+  return n;
 }
 
 // Structurally equal kernels (loop/hash.h) compute the same function of
@@ -328,11 +336,19 @@ CompiledModel lower_model(const Model& m, const GroupLowering& lower, const Lowe
   int rounds = 0;
   // Re-plan until every compiled group lowers; each round removes at least
   // one node from compilation, so this ends.
+  // Progress counts the groups lowered afresh against the current plan's
+  // groups: a re-plan keeps the count (its earlier groups come from the
+  // memo) and may change the total; the last plan's groups are all done.
   do {
     ++rounds;
     c.plan = plan_fusion(*m.graph, reg, replan.opaque, replan.roots);
     c.lowered.clear();
-  } while (!lower_plan(c.plan, reg, lower, lo.reuse_lowered_groups ? &memo : nullptr, &replan, &c.lowered));
+    const auto groups = static_cast<int64_t>(compiled_groups(c.plan));
+    if (lo.progress && rounds == 1) lo.progress->start("lower", "groups", groups);
+    if (lo.progress) lo.progress->set_total(groups);
+  } while (!lower_plan(c.plan, reg, lower, lo.reuse_lowered_groups ? &memo : nullptr, &replan, &c.lowered,
+                       lo.progress));
+  if (lo.progress) lo.progress->set_done(static_cast<int64_t>(c.lowered.size()));
   timer.stop();
   PhaseTimer dedup("share identical kernels");
   share_identical_kernels(c, lo.share_kernels);
@@ -369,11 +385,13 @@ std::unique_ptr<CompiledModel> compile_for_cpu(const Model& m, const DriverOptio
   fail("this tessel was built without the LLVM CPU code generator (TESSEL_WITH_LLVM=OFF); use --target reference");
 #else
   const auto t0 = std::chrono::steady_clock::now();
+  Progress progress(o.progress, "compile");
   LowerOptions tuned = lo;
   const LowerOptions asked = lower_options(o);
   if (!tuned.schedules) tuned.schedules = asked.schedules;
   if (tuned.knobs.empty()) tuned.knobs = asked.knobs;
   if (!tuned.cpu) tuned.cpu = asked.cpu;
+  if (progress.enabled()) tuned.progress = &progress;
   // The host, or the CPU of --cpu (whose code this host may not be able to
   // run: such an executable is for an artifact).
   const std::string features = cpu::cpu_features_for(o.cpu);
@@ -385,6 +403,10 @@ std::unique_ptr<CompiledModel> compile_for_cpu(const Model& m, const DriverOptio
     co.cpu = o.cpu;
     co.features = features;
     co.cache_dir = cache_dir();
+    if (progress.enabled()) {
+      co.on_step = [&](const char* step, size_t n) { progress.start(step, "kernels", static_cast<int64_t>(n)); };
+      co.on_kernel = [&] { progress.advance(); };
+    }
     PhaseTimer t("codegen");
     lib = cpu::compile_kernels(kernels, co);
     c->from_cache = lib->loaded_from_cache();
@@ -399,6 +421,8 @@ std::unique_ptr<CompiledModel> compile_for_cpu(const Model& m, const DriverOptio
   eo.memory_planning = o.memory_planning;
   c->exe = std::make_unique<Executable>(m, std::move(steps), lib, eo);
   c->compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  progress.finish(str_cat(c->lowered.size(), " groups, ", kernels.size(), " distinct kernels",
+                          c->from_cache ? " (code from the cache)" : ""));
   return c;
 #endif
 }

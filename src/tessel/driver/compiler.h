@@ -62,6 +62,8 @@ struct LowerOptions {
   std::ostream* log = nullptr;       // warnings of schedules that do not apply (stderr when null)
   // The CPU the kernels are for (compile --cpu); the host's when unset.
   std::optional<CpuInfo> cpu;
+  // The compile's progress, when set: lowering counts the groups on it.
+  Progress* progress = nullptr;
 };
 
 // The schedules `o` asks for: its --tuning-db's records for this machine

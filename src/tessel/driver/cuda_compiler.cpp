@@ -183,6 +183,11 @@ CompiledModel lower_for_cuda(const Model& m, const LowerOptions& lo) {
       lo);
 }
 
+std::string cuda_compile_summary(const CudaCompiledModel& c) {
+  return str_cat(c.lowered.lowered.size(), " groups, ", c.lowered.unique_kernels.size(), " distinct kernels",
+                 c.from_cache ? " (cubin from the cache)" : "");
+}
+
 std::string default_cuda_arch() { return cuda::cuda_available() ? cuda::device_arch() : "sm_90a"; }
 
 std::unique_ptr<CudaCompiledModel> compile_cuda_kernels(const Model& m, const std::string& arch,
@@ -191,11 +196,16 @@ std::unique_ptr<CudaCompiledModel> compile_cuda_kernels(const Model& m, const st
   auto c = std::make_unique<CudaCompiledModel>();
   c->lowered = lower_for_cuda(m, lo);
   c->arch = arch.empty() ? default_cuda_arch() : arch;
+  // One source and one NVRTC call for all kernels: progress can only say
+  // which step runs.
+  const auto n = static_cast<int64_t>(c->lowered.unique_kernels.size());
+  if (lo.progress) lo.progress->start("emit CUDA C++", "kernels", n);
   {
     PhaseTimer t("emit CUDA C++");
     c->source = cuda::emit_cuda_source(c->lowered.unique_kernels, kernel_targets(c->lowered, c->arch, lo.knobs));
   }
   if (!c->lowered.unique_kernels.empty()) {
+    if (lo.progress) lo.progress->start("NVRTC for " + c->arch, "kernels", n);
     PhaseTimer t("NVRTC");
     cuda::NvrtcOptions no;
     no.arch = c->arch;
@@ -203,6 +213,7 @@ std::unique_ptr<CudaCompiledModel> compile_cuda_kernels(const Model& m, const st
     cuda::Cubin cubin = cuda::compile_to_cubin(c->source.code, no);
     c->cubin = std::move(cubin.image);
     c->from_cache = cubin.from_cache;
+    if (lo.progress) lo.progress->set_done(n);
   }
   c->compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return c;
@@ -233,11 +244,15 @@ std::vector<GpuLaunch> step_launches(const CudaCompiledModel& c, const std::vect
 std::unique_ptr<CudaCompiledModel> compile_for_cuda(const Model& m, const DriverOptions& o) {
   check_cuda_usable();
   const auto t0 = std::chrono::steady_clock::now();
-  std::unique_ptr<CudaCompiledModel> c = compile_cuda_kernels(m, cuda::device_arch(), lower_options(o));
+  Progress progress(o.progress, "compile");
+  LowerOptions lo = lower_options(o);
+  if (progress.enabled()) lo.progress = &progress;
+  std::unique_ptr<CudaCompiledModel> c = compile_cuda_kernels(m, cuda::device_arch(), lo);
   GpuExecutableOptions eo;
   eo.memory_planning = o.memory_planning;
   load_cuda_executable(m, *c, eo);
   c->compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  progress.finish(cuda_compile_summary(*c));
   return c;
 }
 

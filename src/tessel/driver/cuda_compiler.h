@@ -69,6 +69,9 @@ struct CudaCompiledModel {
   std::unique_ptr<GpuExecutable> exe;  // compile_for_cuda only
 };
 
+// The final progress line's summary of a compile: groups, kernels, cache.
+std::string cuda_compile_summary(const CudaCompiledModel& c);
+
 // The architecture to compile for: device 0's when there is one, else sm_90a.
 std::string default_cuda_arch();
 

@@ -133,7 +133,7 @@ struct Measured {
 class GpuSearch {
  public:
   GpuSearch(const Model& m, const std::vector<RtValue>& inputs, const TuneOptions& o)
-      : m_(m), inputs_(inputs), o_(o) {}
+      : m_(m), inputs_(inputs), o_(o), progress_(o.progress, "tune") {}
 
   TuneReport run(const std::function<void(const KernelTuning&)>& on_kernel) {
     check_cuda_usable();
@@ -142,11 +142,14 @@ class GpuSearch {
     device_.arch = arch_ = cuda::device_arch();
     device_.sm_count = info.multiprocessors;
     device_.max_threads_per_block = info.max_threads_per_block > 0 ? info.max_threads_per_block : 1024;
-    base_ = lower_for_cuda(m_);
+    LowerOptions lo;
+    lo.progress = &progress_;
+    base_ = lower_for_cuda(m_, lo);
     ks_ = gpu_tune_kernels(base_, device_, o_.seed);
     low_precision_ = any_half(base_);
 
     const auto t0 = Clock::now();
+    progress_.start("compile and time the defaults", "models", 1);
     default_ = measure({}, /*check=*/false);
     TS_CHECK(default_.error.empty(), "tune: the model with its default schedules failed: ", default_.error);
     reference_ = default_.compiled->exe->run(inputs_);
@@ -162,10 +165,12 @@ class GpuSearch {
       else if (!(total > 0) || kt.default_us * kt.uses / total < o_.min_weight) kt.note = "under the weight threshold";
       else ks_[i].searched = true;
     }
-    tune_progress(o_, str_cat("default measured, ", ks_.size(), " kernels"), kts, o_.budget_s - seconds_since(start_));
+    progress_.start("search", "kernels", static_cast<int64_t>(kts.size()));
+    progress(kts);
     search(kts);
+    progress_.start("confirm", "kernels", static_cast<int64_t>(kts.size()));
     confirm(kts);
-    end_tune_progress(o_);
+    progress_.finish(tune_summary(kts));
     for (size_t i = 0; i < kts.size(); ++i) {
       KernelTuning& kt = kts[i];
       kt.failed += ks_[i].failed;
@@ -279,7 +284,7 @@ class GpuSearch {
   void search(std::vector<KernelTuning>& kts) {
     // What the confirmation will cost: two compiles and the profiles.
     const double reserve = 2 * round_s_ + 2 * kConfirmPairs * 0.5;
-    for (int round = 1;; ++round) {
+    for (;;) {
       if (stopped()) return;
       if (seconds_since(start_) + round_s_ + reserve > o_.budget_s) return;
       const std::map<std::string, Schedule> picks = next_gpu_round(ks_, arch_, o_.max_trials);
@@ -294,7 +299,7 @@ class GpuSearch {
         if (o_.log) *o_.log << "tune: the device fails to run the default model after a failed candidate; stopping\n";
         return;
       }
-      progress(round, kts);
+      progress(kts);
     }
   }
 
@@ -357,11 +362,11 @@ class GpuSearch {
     }
   }
 
-  void progress(int round, const std::vector<KernelTuning>& kts) {
-    size_t searching = 0;
+  // A kernel is done once it is not searched or its candidates are used up.
+  void progress(const std::vector<KernelTuning>& kts) {
+    int64_t searching = 0;
     for (const GpuTuneKernel& k : ks_) searching += k.searched && k.cursor < k.order.size();
-    tune_progress(o_, str_cat("round ", round, "  kernels still searching ", searching, "/", kts.size()), kts,
-                  o_.budget_s - seconds_since(start_));
+    tune_progress(progress_, static_cast<int64_t>(kts.size()) - searching, kts, o_.budget_s - seconds_since(start_));
   }
 
   const Model& m_;
@@ -376,6 +381,7 @@ class GpuSearch {
   Measured default_;  // its executable stays loaded: the reference, the health check, the confirmation
   std::vector<RtValue> reference_;
   double round_s_ = 0;  // how long the last compile-run-profile took
+  Progress progress_;
 };
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tessel/schedule/schedule.h"
+#include "tessel/support/progress.h"
 
 namespace tessel {
 
@@ -52,6 +53,8 @@ struct DriverOptions {
   // compile --cpu: the CPU the kernels are compiled for ("host", or an LLVM
   // CPU name such as x86-64-v3); schedules follow its features.
   std::string cpu = "host";
+  // Where compiles show their progress (support/progress.h); none by default.
+  ProgressOptions progress;
 };
 
 // Throws when the target is not implemented yet, or (with

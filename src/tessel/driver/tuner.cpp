@@ -73,26 +73,30 @@ TuneReport make_tune_report(std::vector<KernelTuning> kernels, double seconds, b
   return r;
 }
 
-void tune_progress(const TuneOptions& o, const std::string& what, const std::vector<KernelTuning>& kernels,
-                   double seconds_left) {
-  if (!o.log) return;
+void tune_progress(Progress& p, int64_t done, const std::vector<KernelTuning>& kernels, double seconds_left) {
+  if (!p.enabled()) return;
   double def = 0, best = 0;
+  size_t trials = 0;
   for (const KernelTuning& k : kernels) {
     def += k.default_us * k.uses;
     best += k.best_us * k.uses;
+    trials += k.trials.size() > 0 ? k.trials.size() - 1 : 0;  // the default is not a trial
   }
-  char line[240];
-  std::snprintf(line, sizeof line, "tune: %s  kernel time %.0f -> %.0f us (%.2fx)  %.0fs left", what.c_str(), def,
-                best, best > 0 ? def / best : 1.0, std::max(0.0, seconds_left));
-  if (o.progress_bar) {
-    *o.log << "\r" << line << "   " << std::flush;
-  } else {
-    *o.log << line << "\n";
-  }
+  char text[160];
+  std::snprintf(text, sizeof text, "trials %zu  kernel time %.0f -> %.0f us (%.2fx)", trials, def, best,
+                best > 0 ? def / best : 1.0);
+  p.set_detail(text);
+  p.set_eta(std::max(0.0, seconds_left));
+  p.set_done(done);
 }
 
-void end_tune_progress(const TuneOptions& o) {
-  if (o.progress_bar && o.log) *o.log << "\n";
+std::string tune_summary(const std::vector<KernelTuning>& kernels) {
+  size_t improved = 0, trials = 0;
+  for (const KernelTuning& k : kernels) {
+    improved += k.improved;
+    trials += k.trials.size() > 0 ? k.trials.size() - 1 : 0;
+  }
+  return str_cat(kernels.size(), " kernels, ", improved, " improved, ", trials, " trials");
 }
 
 #ifndef TESSEL_HAVE_LLVM
@@ -308,7 +312,7 @@ Compiled compile_candidates(const FusionGroup& g, const std::vector<Schedule>& c
 
 class Search {
  public:
-  explicit Search(const TuneOptions& o) : o_(o), pool_(o.threads), rng_(o.seed) {
+  explicit Search(const TuneOptions& o) : o_(o), pool_(o.threads), rng_(o.seed), progress_(o.progress, "tune") {
     cpu_ = host_cpu_info(cpu::host_cpu_features());
     ceil_.threads = o.threads;
   }
@@ -316,7 +320,10 @@ class Search {
   TuneReport run(const Model& m, const std::vector<RtValue>& inputs,
                  const std::function<void(const KernelTuning&)>& on_kernel) {
     start_ = Clock::now();
-    const CompiledModel c = lower_for_cpu(m);
+    LowerOptions lo;
+    lo.progress = &progress_;
+    const CompiledModel c = lower_for_cpu(m, lo);
+    progress_.start("reference run (interpreter)", "runs", 1);
     const auto ref = reference_values(*m.graph, inputs);
     std::map<std::string, int64_t>& bindings = bindings_;
     for (size_t i = 0; i < m.graph->inputs.size() && i < inputs.size(); ++i)
@@ -331,23 +338,24 @@ class Search {
       return tunings[a].default_us * tunings[a].uses > tunings[b].default_us * tunings[b].uses;
     });
     double weight_left = total;
-    size_t done = 0;
+    progress_.start("search", "kernels", static_cast<int64_t>(tunings.size()));
     for (size_t i : order) {
       KernelTuning& kt = tunings[i];
       const double w = kt.default_us * kt.uses;
       const double left = o_.budget_s - seconds_since(start_);
       if (!stopped() && kt.note.empty() && total > 0 && w / total >= o_.min_weight && left > 0) {
         KernelHarness h(targets[i].lowered, ref, bindings, pool_);
-        search_kernel(*targets[i].group, targets[i].lowered, default_entries_[i], h, left * w / weight_left, kt);
+        search_kernel(*targets[i].group, targets[i].lowered, default_entries_[i], h, left * w / weight_left, kt,
+                      tunings);
       } else if (kt.note.empty()) {
         kt.note = stopped() ? "interrupted" : left <= 0 ? "budget spent" : "under the weight threshold";
       }
       weight_left -= w;
-      ++done;
-      tune_progress(o_, str_cat("kernels ", done, "/", tunings.size()), tunings, o_.budget_s - seconds_since(start_));
+      ++done_;
+      tune_progress(progress_, done_, tunings, o_.budget_s - seconds_since(start_));
       if (on_kernel) on_kernel(kt);
     }
-    end_tune_progress(o_);
+    progress_.finish(tune_summary(tunings));
     return make_tune_report(std::move(tunings), seconds_since(start_), stopped());
   }
 
@@ -359,7 +367,12 @@ class Search {
                                           const std::map<std::string, int64_t>& bindings) {
     std::vector<loop::Kernel> kernels;
     for (const Target& t : targets) kernels.push_back(t.lowered.kernel);
-    if (!kernels.empty()) defaults_lib_ = cpu::compile_kernels(kernels, cpu::CodegenOptions{});
+    cpu::CodegenOptions co;
+    if (progress_.enabled()) {
+      co.on_step = [&](const char* step, size_t n) { progress_.start(step, "kernels", static_cast<int64_t>(n)); };
+      co.on_kernel = [&] { progress_.advance(); };
+    }
+    if (!kernels.empty()) defaults_lib_ = cpu::compile_kernels(kernels, co);
     std::vector<KernelTuning> out;
     std::vector<KernelHarness> harness;
     harness.reserve(targets.size());
@@ -374,9 +387,12 @@ class Search {
     // Two passes: the first wakes the cores and the thread pool and fills
     // the caches (the first kernel timed cold measured 1.7x its time in the
     // model), the second is kept.
+    progress_.start("time the defaults", "timings", 2 * static_cast<int64_t>(targets.size()));
     for (int pass = 0; pass < 2; ++pass)
-      for (size_t i = 0; i < targets.size(); ++i)
+      for (size_t i = 0; i < targets.size(); ++i) {
         out[i].default_us = out[i].best_us = harness[i].time_us(default_entries_[i], harness[i].parallel());
+        progress_.advance();
+      }
     return out;
   }
 
@@ -419,8 +435,9 @@ class Search {
     int64_t parallel;
   };
 
+  // `all`: every kernel's tuning (kt among them), for the progress line.
   void search_kernel(const FusionGroup& g, const LoweredGroup& def, KernelEntry def_fn, KernelHarness& h,
-                     double budget_s, KernelTuning& kt) {
+                     double budget_s, KernelTuning& kt, const std::vector<KernelTuning>& all) {
     const auto t0 = Clock::now();
     const KernelFacts f = facts_of(def, h);
     const std::vector<Schedule> space = search_space(def.sched, f, cpu_);
@@ -457,6 +474,7 @@ class Search {
         learned_.fit();
         fitted_samples_ = learned_.samples();
       }
+      tune_progress(progress_, done_, all, o_.budget_s - seconds_since(start_));
     }
     confirm(kt, h, def_fn, finalists);
   }
@@ -527,6 +545,8 @@ class Search {
   std::vector<KernelEntry> default_entries_;          // by target
   Clock::time_point start_;
   std::map<std::string, int64_t> bindings_;  // the model's symbols, from the inputs
+  Progress progress_;
+  int64_t done_ = 0;  // kernels whose search has ended
 };
 
 }  // namespace

@@ -34,6 +34,7 @@
 #include "tessel/lower/lower_group.h"
 #include "tessel/ops/registry.h"
 #include "tessel/schedule/schedule.h"
+#include "tessel/support/progress.h"
 
 namespace tessel {
 
@@ -45,8 +46,8 @@ struct TuneOptions {
   double min_gain = 0.03;    // a candidate must be this much faster than the default
   double min_weight = 0.005; // kernels under this share of the model's time are not searched
   uint64_t seed = 1;
-  std::ostream* log = nullptr;  // progress: a bar on a terminal, else a line per kernel
-  bool progress_bar = false;
+  std::ostream* log = nullptr;  // warnings (the GPU tuner's: a failed confirmation, a lost device)
+  ProgressOptions progress;     // kernels tuned out of all, the trials, the budget left
   const std::atomic<bool>* stop = nullptr;  // set: finish the current candidate and report
 };
 
@@ -96,14 +97,12 @@ KernelTuning start_kernel_tuning(const LoweredGroup& lg, int uses);
 // The report of finished kernels, with their totals of time x uses.
 TuneReport make_tune_report(std::vector<KernelTuning> kernels, double seconds, bool interrupted);
 
-// One progress line on o.log, "tune: WHAT  kernel time D -> B us (Rx)  Ns
-// left" (the kernels' time x uses, default and best so far): over the last
-// one on a terminal (o.progress_bar), else a line of its own. Nothing
-// without a log.
-void tune_progress(const TuneOptions& o, const std::string& what, const std::vector<KernelTuning>& kernels,
-                   double seconds_left);
-// Ends the terminal's progress line.
-void end_tune_progress(const TuneOptions& o);
+// The search's progress on `p` (a "search" step over the kernels): `done`
+// kernels finished, the candidates measured, the kernels' time x uses
+// (default -> best so far), and the budget left as the ETA.
+void tune_progress(Progress& p, int64_t done, const std::vector<KernelTuning>& kernels, double seconds_left);
+// The final progress line's summary: kernels, those improved, trials.
+std::string tune_summary(const std::vector<KernelTuning>& kernels);
 
 // Top-k recall of a ranking over recorded trials: the share of kernels
 // (with at least k + 1 correct trials) whose fastest measured trial is among

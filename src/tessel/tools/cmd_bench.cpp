@@ -89,6 +89,7 @@ HostCopies host_copies(const GpuExecutable& exe, const std::vector<RtValue>& inp
 int cmd_bench(const BenchArgs& a, const CommonArgs& c) {
   DriverOptions o = driver_options(c);
   o.seed = a.seed;
+  o.progress = progress_options(c);
   check_options_supported(o);
   TS_CHECK(a.iters >= 1, "--iters must be at least 1, got ", a.iters);
   TS_CHECK(a.warmup >= 0, "--warmup must be >= 0, got ", a.warmup);

@@ -79,11 +79,16 @@ int compile_cuda(const CompileArgs& a, const CommonArgs& c, const DriverOptions&
   std::vector<std::unique_ptr<CudaCompiledModel>> compiles;
   std::vector<const CudaCompiledModel*> views;
   bool all_cached = true;
+  Progress progress(o.progress, "compile");
+  LowerOptions lo = lower_options(o);
+  if (progress.enabled()) lo.progress = &progress;
   for (const std::string& arch : archs) {
-    compiles.push_back(compile_cuda_kernels(*m, arch, lower_options(o)));
+    compiles.push_back(compile_cuda_kernels(*m, arch, lo));
     views.push_back(compiles.back().get());
     all_cached = all_cached && compiles.back()->from_cache;
   }
+  progress.finish(cuda_compile_summary(*compiles.front()) +
+                  (archs.size() > 1 ? str_cat(", ", archs.size(), " architectures") : ""));
   const ArtifactContents contents = make_cuda_artifact(*m, views);
   const std::string bytes = encode_artifact(contents);
   write_file_atomically(a.output, bytes);
@@ -119,6 +124,7 @@ int compile_cuda(const CompileArgs& a, const CommonArgs& c, const DriverOptions&
 int cmd_compile(const CompileArgs& a, const CommonArgs& c) {
   DriverOptions o = driver_options(c);
   o.cpu = a.cpu;
+  o.progress = progress_options(c);
   check_options_supported(o, /*needs_device=*/false);
   TS_CHECK(!is_artifact_file(a.model), "is a compiled artifact already");
   if (o.target == Target::Cuda) return compile_cuda(a, c, o);

@@ -1,4 +1,7 @@
 // tessel run MODEL [--input NAME=FILE.npy]... [--save-outputs DIR] [--seed N]
+#include <sys/ioctl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -45,6 +48,16 @@ DriverOptions driver_options(const CommonArgs& c) {
   return o;
 }
 
+ProgressOptions progress_options(const CommonArgs& c) {
+  ProgressOptions p;
+  if (c.quiet) return p;
+  p.out = &std::cerr;
+  p.terminal = isatty(STDERR_FILENO) != 0;
+  winsize w{};
+  if (p.terminal && ioctl(STDERR_FILENO, TIOCGWINSZ, &w) == 0 && w.ws_col > 0) p.columns = w.ws_col;
+  return p;
+}
+
 namespace {
 
 Json shape_json(const std::vector<int64_t>& s) {
@@ -73,6 +86,7 @@ void save_outputs(const std::string& dir, const std::vector<RtValue>& outs) {
 int cmd_run(const RunArgs& a, const CommonArgs& c) {
   DriverOptions o = driver_options(c);
   o.seed = a.seed;
+  o.progress = progress_options(c);
   check_options_supported(o);
   const PreparedModel p = prepare_model(a.model, a.inputs, o);
   using Clock = std::chrono::steady_clock;

@@ -2,8 +2,6 @@
 //                   [--seed N] [--trials-out FILE]
 // The CPU tuner is driver/tuner.h's, the GPU's driver/gpu_tuner.h's; the
 // database, the inputs and the report are the same.
-#include <unistd.h>
-
 #include <atomic>
 #include <csignal>
 #include <cstdio>
@@ -74,7 +72,7 @@ int cmd_tune(const TuneArgs& a, const CommonArgs& c) {
   t.threads = o.threads > 0 ? o.threads : 2;
   t.seed = a.seed + 1;
   t.log = &std::cerr;
-  t.progress_bar = isatty(STDERR_FILENO) != 0;
+  t.progress = progress_options(c);
   t.stop = &g_stop;
   const std::string db_path = a.db.empty() ? default_tuning_db_path() : a.db;
 

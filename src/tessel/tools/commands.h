@@ -21,9 +21,13 @@ struct CommonArgs {
   std::vector<std::string> disable_pass;  // --disable-pass NAME (repeatable)
   std::string tuning_db;                  // --tuning-db PATH
   std::vector<std::string> knobs;         // --knob PRIMITIVE.KEY=VALUE (repeatable)
+  bool quiet = false;                     // --quiet: no progress (compile, run, bench, tune)
 };
 
 DriverOptions driver_options(const CommonArgs& c);
+// Progress on standard error (a bar on a terminal, else plain lines), none
+// with --quiet.
+ProgressOptions progress_options(const CommonArgs& c);
 // Unique names in order of first appearance, comma-separated.
 std::string join(const std::vector<std::string>& v);
 // Fails with the pipeline's pass names unless `name` is one (or "all" where allowed).

@@ -47,6 +47,13 @@ void add_common(CLI::App* sub, CommonArgs* c) {
   sub->add_flag("--json", c->json, "Print exactly one JSON object on stdout; logs go to stderr");
 }
 
+// For the subcommands that compile or tune (docs/cli.md, "Progress").
+void add_quiet(CLI::App* sub, CommonArgs* c) {
+  sub->add_flag("--quiet", c->quiet,
+                "No progress on standard error (by default a bar on a terminal, else a line every few seconds "
+                "and a final one)");
+}
+
 std::string one_line(std::string s) {
   for (char& ch : s)
     if (ch == '\n' || ch == '\r') ch = ' ';
@@ -93,6 +100,7 @@ int main(int argc, char** argv) {
       ->type_name("DIR");
   run->add_option("--seed", run_args.seed, "Seed of the random inputs (default 0)");
   add_common(run, &common);
+  add_quiet(run, &common);
 
   CLI::App* inspect = app.add_subcommand("inspect", "Print the IR after the pass pipeline");
   inspect->add_option("MODEL", inspect_args.model, "Model file (.onnx, .tir or a compiled artifact)")->required();
@@ -128,6 +136,7 @@ int main(int argc, char** argv) {
                       "GPU's (default: the GPU's, else sm_90a)")
       ->type_name("sm_XY[,...]");
   add_common(compile, &common);
+  add_quiet(compile, &common);
 
   CLI::App* bench = app.add_subcommand("bench", "Time whole-model inference (compile once, warm up, then timed runs)");
   bench->add_option("MODEL", bench_args.model, "Model file (.onnx, .tir or a compiled artifact)")->required();
@@ -142,6 +151,7 @@ int main(int argc, char** argv) {
                     "FLOPs (median over the timed runs; target cpu, or cuda: each launch between CUDA events)")
       ->type_name("N");
   add_common(bench, &common);
+  add_quiet(bench, &common);
 
   CLI::App* test = app.add_subcommand("test-onnx", "Run ONNX test cases (model.onnx + test_data_set_*) in one process");
   test->add_option("DIR", test_args.dirs, "Case folders, or folders of case folders")->required();
@@ -164,6 +174,7 @@ int main(int argc, char** argv) {
                                                           "cost model's evaluation)")
       ->type_name("FILE");
   add_common(tune, &common);
+  add_quiet(tune, &common);
 
   BisectArgs bisect_args;
   CLI::App* bisect = app.add_subcommand(

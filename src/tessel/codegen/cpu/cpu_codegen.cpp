@@ -22,18 +22,36 @@ namespace {
 
 using detail::ResolvedTarget;
 
-// Loop IR -> optimised module -> object or assembly.
-std::string compile_to(const std::vector<loop::Kernel>& kernels, const ResolvedTarget& t, llvm::CodeGenFileType type) {
+// Loop IR -> optimised module -> object or assembly, with o's progress
+// callbacks (one kernel is one function).
+std::string compile_to(const std::vector<loop::Kernel>& kernels, const ResolvedTarget& t, llvm::CodeGenFileType type,
+                       const CodegenOptions& o) {
   auto tm = detail::make_target_machine(t);
   llvm::LLVMContext ctx;
   PhaseTimer build("llvm build module");
   auto m = detail::build_module(ctx, kernels, *tm);
   build.stop();
+  // A step starts when its first kernel gets there (each pipeline takes the
+  // functions one after another), or before, where its first kernel would
+  // take long to arrive.
+  std::string step;
+  auto start = [&](const char* s) {
+    step = s;
+    if (o.on_step) o.on_step(s, kernels.size());
+  };
+  auto reached = [&](const char* s) {
+    if (step != s) start(s);
+    if (o.on_kernel) o.on_kernel();
+  };
+  const bool progress = o.on_step || o.on_kernel;
+  start("llvm simplify");
   PhaseTimer opt("llvm optimize");
-  detail::optimize_module(*m, *tm, t.opt_level);
+  detail::optimize_module(*m, *tm, t.opt_level, progress ? std::function<void(const char*)>(reached) : nullptr);
   opt.stop();
+  start("llvm emit");
   PhaseTimer emit("llvm emit");
-  return detail::emit_machine_code(*m, *tm, type);
+  return detail::emit_machine_code(*m, *tm, type,
+                                   progress ? std::function<void()>([&] { reached("llvm emit"); }) : nullptr);
 }
 
 }  // namespace
@@ -55,7 +73,7 @@ std::unique_ptr<KernelLibrary> compile_kernels(const std::vector<loop::Kernel>& 
       }
     }
   }
-  std::string object = compile_to(kernels, t, llvm::CodeGenFileType::ObjectFile);
+  std::string object = compile_to(kernels, t, llvm::CodeGenFileType::ObjectFile, o);
   if (use_cache) detail::cache_write(o.cache_dir, key, object);
   return detail::load_object_file(std::move(object), false);
 }
@@ -74,7 +92,7 @@ std::string emit_llvm_ir(const std::vector<loop::Kernel>& kernels, const Codegen
 }
 
 std::string emit_asm(const std::vector<loop::Kernel>& kernels, const CodegenOptions& o) {
-  return compile_to(kernels, detail::resolve_target(o), llvm::CodeGenFileType::AssemblyFile);
+  return compile_to(kernels, detail::resolve_target(o), llvm::CodeGenFileType::AssemblyFile, o);
 }
 
 std::unique_ptr<KernelLibrary> compile_llvm_ir_text(const std::string& ir_text, const CodegenOptions& o) {

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,6 +33,12 @@ struct CodegenOptions {
   // cache_key_text: anything else the caller wants the object keyed on.
   std::string cache_dir;
   std::string cache_key_text;
+  // Progress of a compile (not of a cache hit), on the compiling thread:
+  // on_step when a step over all the kernels starts ("llvm simplify",
+  // "llvm vectorize", "llvm emit"), then on_kernel as each kernel gets
+  // through it. Neither is part of the cache key.
+  std::function<void(const char* step, size_t kernels)> on_step;
+  std::function<void()> on_kernel;
 };
 
 // Owns the loaded object that holds the kernels' code: a KernelFn stays valid as long
