@@ -178,6 +178,21 @@ TEST(CostModel, ConvolutionSpaceHoldsBothOrientations) {
   EXPECT_GT(per_rows["channels"], 20u);
   EXPECT_EQ(packed_b["channels"], per_rows["channels"]);
   EXPECT_LT(packed_b["positions"], per_rows["positions"]);
+  // The cost model sees a candidate of the other orientation with M and N
+  // swapped: the same as facts written for that orientation.
+  f.conv_rows = "positions";
+  KernelFacts channels = f;
+  std::swap(channels.m, channels.n);
+  channels.conv_rows = "channels";
+  channels.b_panel_width = channels.b_panel_columns = 0;
+  Schedule other = gemm(8, 32, 16, 512, 256, 64, "tiles", 1, 1);
+  other.kind = "conv_gemm";
+  other.get("conv.gemm").set("rows", "channels");
+  CpuCeilings c;
+  EXPECT_EQ(analytical_cost_us(other, f, cpu, c), analytical_cost_us(other, channels, cpu, c));
+  EXPECT_NE(analytical_cost_us(other, f, cpu, c), analytical_cost_us(def, f, cpu, c));
+  EXPECT_EQ(schedule_features(other, f, cpu, c).back(), 0.0);
+  EXPECT_EQ(schedule_features(def, f, cpu, c).back(), 1.0);
 }
 
 }  // namespace

@@ -266,6 +266,7 @@ KernelFacts facts_of(const LoweredGroup& lg, const KernelHarness& h) {
   f.batch = lg.gemm_shape.batch;
   f.b_panel_width = lg.gemm_shape.b_panel_width;
   f.b_panel_columns = lg.gemm_shape.b_panel_columns;
+  if (const Primitive* rows = lg.sched.find("conv.gemm")) f.conv_rows = rows->attr("rows").value_or("");
   f.out_elements = h.out_elements();
   f.bytes = h.bytes();
   f.parallel_units = h.parallel();

@@ -18,7 +18,17 @@ struct GemmView {
   bool tiles, parallel, pack_a, pack_b;
 };
 
-GemmView gemm_view(const Schedule& s, const KernelFacts& f) {
+// A convolution's candidate of the other orientation than the facts'
+// (conv.gemm rows) has their M and N swapped, and its B is not the
+// prepacked panels.
+bool flips(const Schedule& s, const KernelFacts& f) {
+  const Primitive* rows = s.find("conv.gemm");
+  return rows && !f.conv_rows.empty() && rows->attr("rows").value_or(f.conv_rows) != f.conv_rows;
+}
+
+GemmView gemm_view(const Schedule& s, const KernelFacts& facts) {
+  KernelFacts f = facts;
+  if (flips(s, facts)) std::swap(f.m, f.n);
   auto known = [](int64_t v) { return v > 0 ? static_cast<double>(v) : 128.0; };
   const Primitive* t = s.find("gemm.tile");
   const Primitive* b = s.find("gemm.block");
@@ -111,7 +121,7 @@ double analytical_cost_us(const Schedule& s, const KernelFacts& f, const CpuInfo
 std::vector<std::string> feature_names() {
   return {"log_analytical", "log_flops_or_bytes", "mr",       "nr_vectors", "lanes",     "log_mc",
           "log_kc",         "log_nc",             "tiles",    "pack_a",     "parallel",  "width",
-          "edge_waste",     "log_units",          "is_conv",  "is_nest",    "pack_b"};
+          "edge_waste",     "log_units",          "is_conv",  "is_nest",    "pack_b",    "positions_rows"};
 }
 
 std::vector<double> schedule_features(const Schedule& s, const KernelFacts& f, const CpuInfo& cpu,
@@ -136,6 +146,8 @@ std::vector<double> schedule_features(const Schedule& s, const KernelFacts& f, c
     x[12] = padded / (g.m * g.n) - 1;
     x[13] = std::log(g.batch * ceil_div(g.m, g.mc) * (g.tiles ? ceil_div(g.n, g.nc) : 1));
     x[16] = g.pack_b;
+    const Primitive* rows = s.find("conv.gemm");
+    x[17] = rows && rows->attr("rows").value_or("") == "positions";
   } else {
     const Primitive* v = s.find("nest.vector");
     const Primitive* p = s.find("nest.parallel");

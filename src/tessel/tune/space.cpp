@@ -110,6 +110,7 @@ void conv_space(const Schedule& base, const KernelFacts& f, const CpuInfo& cpu, 
   KernelFacts other = f;
   std::swap(other.m, other.n);
   other.b_panel_width = other.b_panel_columns = 0;
+  other.conv_rows = rows == "positions" ? "channels" : "positions";
   Schedule flipped = base;
   flipped.get("conv.gemm").set("rows", rows == "positions" ? "channels" : "positions");
   gemm_space(flipped, other, cpu, out);

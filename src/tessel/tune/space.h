@@ -34,6 +34,9 @@ struct KernelFacts {
   std::string kind;                            // LoweredGroup::schedule
   int64_t m = -1, n = -1, k = -1, batch = 1;   // GEMM kinds (-1: symbolic)
   int64_t b_panel_width = 0, b_panel_columns = 0;  // B prepacked in panels (schedule/gemm.h), else 0
+  // conv_gemm: the orientation m and n are for ("channels" or "positions",
+  // the kernel's conv.gemm rows); a candidate of the other swaps them.
+  std::string conv_rows;
   int64_t out_elements = 0;                    // output tensor elements
   int64_t bytes = 0;                           // bytes of every param (read or written once)
   int64_t parallel_units = 0;                  // iterations of the parallel loop (0: none)
