@@ -589,6 +589,100 @@ class CliTest(unittest.TestCase):
         self.assertEqual(code, 1)
         self.assert_one_error_line(err, p)
 
+    def test_bench_profile_roofline(self):
+        """Each step against the machine's ceilings: a GEMM is compute-bound, a large Relu memory-bound."""
+        p = self.save_model(linear_model(k=512, n=512))
+        _, out, err = self.tessel("bench", p, "--iters", 3, "--dim", "batch=512", "--threads", 2, "--profile", 50,
+                                  "--json", expect=0)
+        self.assertIn("measuring this machine's ceilings", err)  # a fresh cache folder: measured once
+        doc = json.loads(out)
+        rows, roof = doc["profile"], doc["roofline"]
+        levels = [lv["name"] for lv in roof["ceilings"]["sets"][-1]["levels"]]
+        for r in rows:
+            for key in ("intensity", "achieved_flops_per_s", "achieved_bytes_per_s", "bound_ms",
+                        "attainable_flops_per_s", "of_bound", "why"):
+                self.assertIn(key, r)
+            self.assertIn(r["limiter"], ("compute", "memory", "launch"))
+            self.assertIn(r["level"], levels)
+            self.assertGreater(r["bound_ms"], 0)
+            self.assertAlmostEqual(r["of_bound"], r["bound_ms"] / r["median_ms"], delta=1e-9 + 1e-6 * r["of_bound"])
+            self.assertAlmostEqual(r["bound_ms"], r["launch_ms"] + max(r["compute_ms"], r["memory_ms"]), delta=1e-12)
+        gemm = [r for r in rows if "MatMul" in r["what"]]
+        self.assertEqual(len(gemm), 1)
+        # 2 x 512^3 flops over 3 MB: 85 FLOP/B, far past any ridge point.
+        self.assertEqual(gemm[0]["flops"], 2 * 512 ** 3)
+        self.assertEqual(gemm[0]["limiter"], "compute")
+        self.assertGreater(gemm[0]["attainable_flops_per_s"], 0)
+        # The summary covers every step (all listed here): time and bound by limiter.
+        by = roof["by_limiter"]
+        self.assertEqual(sorted(by), ["compute", "launch", "memory"])
+        self.assertEqual(sum(v["steps"] for v in by.values()), len(rows))
+        self.assertAlmostEqual(roof["steps_ms"], sum(r["median_ms"] for r in rows), delta=1e-6)
+        self.assertAlmostEqual(roof["bound_ms"], sum(r["bound_ms"] for r in rows), delta=1e-6)
+        # A Relu over 48 MB moves bytes and computes nothing: memory-bound. The ceilings come from the cache now.
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3])
+        y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])
+        relu = self.save_model(make_model([helper.make_node("Relu", ["x"], ["y"])], [x], [y]), "relu.onnx")
+        _, out, err = self.tessel("bench", relu, "--iters", 3, "--dim", f"batch={4 << 20}", "--threads", 2,
+                                  "--profile", 5, "--json", expect=0)
+        self.assertNotIn("measuring", err)
+        rows = json.loads(out)["profile"]
+        self.assertEqual(rows[0]["flops"], 0)
+        self.assertEqual(rows[0]["bytes"], 2 * 4 * 3 * (4 << 20))
+        self.assertEqual(rows[0]["limiter"], "memory")
+        self.assertEqual(rows[0]["level"], "DRAM")
+        # Text: a header with the roofline columns, one line per step, the summary after them.
+        _, out, _ = self.tessel("bench", p, "--iters", 3, "--dim", "batch=512", "--threads", 2, "--profile", 3,
+                                expect=0)
+        self.assertIn("FLOP/B  level  bound ms  %bound  limiter", out)
+        self.assertIn("time by limiter: compute", out)
+        self.assertIn("at the bounds the", out)
+
+    # ---- ceilings ---------------------------------------------------------------------
+    def test_ceilings(self):
+        _, out, err = self.tessel("ceilings", "--threads", 2, "--json", expect=0)
+        doc = json.loads(out)
+        self.assertFalse(doc["cached"])
+        self.assertIn("measuring this machine's ceilings", err)
+        self.assertTrue(doc["cache_file"].startswith(self.env["TESSEL_CACHE_DIR"]))
+        self.assertEqual([s["threads"] for s in doc["sets"]], [1, 2])
+        for s in doc["sets"]:
+            self.assertGreater(s["fma_flops_per_s"], 0)
+            self.assertGreaterEqual(s["launch_s"], 0)
+            names = [lv["name"] for lv in s["levels"]]
+            self.assertEqual((names[0], names[1], names[-1]), ("L1", "L2", "DRAM"))
+            for lv in s["levels"]:
+                self.assertGreater(lv["read_bytes_per_s"], 0)
+        # Read from the cache the second time: the same figures, nothing measured.
+        _, out, err = self.tessel("ceilings", "--threads", 2, "--json", expect=0)
+        again = json.loads(out)
+        self.assertTrue(again["cached"])
+        self.assertEqual(again["sets"], doc["sets"])
+        self.assertEqual(err, "")
+        _, out, _ = self.tessel("ceilings", "--threads", 2, expect=0)
+        self.assertIn("FMA GFLOP/s  L1 GB/s  L2 GB/s", out)
+        self.assertEqual([l.split()[0] for l in out.splitlines()[2:4]], ["1", "2"])  # a row per thread count
+        # A damaged cache file: one warning line, measured again (and rewritten), exit 0.
+        with open(doc["cache_file"], "wb") as f:
+            f.write(b"garbage")
+        _, out, err = self.tessel("ceilings", "--threads", 2, "--json", expect=0)
+        self.assertFalse(json.loads(out)["cached"])
+        self.assertEqual(len([l for l in err.splitlines() if l.startswith("warning: ceilings cache")]), 1, err)
+        _, out, _ = self.tessel("ceilings", "--threads", 2, "--refresh", "--json", expect=0)
+        self.assertFalse(json.loads(out)["cached"])
+
+    def test_ceilings_errors(self):
+        code, out, err = self.tessel("ceilings", "--target", "cuda", "--json")
+        self.assertEqual(code, 1)
+        self.assertIn("GPU ceilings are not measured yet", self.assert_one_error_line(err, "ceilings"))
+        self.assertIn("error", json.loads(out))
+        code, _, err = self.tessel("ceilings", "--target", "tpu")
+        self.assertEqual(code, 2)
+        self.assertIn("usage", err)
+        code, _, err = self.tessel("ceilings", "--threads", -1)
+        self.assertEqual(code, 1)
+        self.assertIn("--threads", self.assert_one_error_line(err))
+
     # ---- tune, --tuning-db, --knob --------------------------------------------------------
     def test_tune_and_use_the_database(self):
         p = self.save_model(linear_model())

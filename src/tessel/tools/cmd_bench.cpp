@@ -5,10 +5,12 @@
 #include <iostream>
 #include <optional>
 
+#include "tessel/driver/host_ceilings.h"
 #include "tessel/driver/json_util.h"
 #include "tessel/interp/interpreter.h"
 #include "tessel/runtime/step_cost.h"
 #include "tessel/support/error.h"
+#include "tessel/tools/bench_roofline.h"
 #include "tessel/tools/commands.h"
 #include "tessel/tools/prepared_model.h"
 
@@ -44,23 +46,23 @@ struct ProfileRow {
   std::string what;
   double median_ms, share;
   StepCost cost;  // bytes moved at least, contraction flops
+  std::optional<RooflinePoint> roof;  // against the CPU's ceilings
 };
 
-// The `top` slowest steps: median time over the runs, its share of the
+// Every step, slowest first: median time over the runs, its share of the
 // summed medians, and what the step moves and computes at these sizes.
 std::vector<ProfileRow> profile_rows(const std::vector<Step>& steps, const std::vector<RunProfile>& runs,
-                                     const std::map<std::string, int64_t>& bindings, int top) {
+                                     const std::map<std::string, int64_t>& bindings) {
   std::vector<ProfileRow> rows;
   double total = 0;
   for (size_t i = 0; i < steps.size(); ++i) {
     std::vector<double> t;
     for (const RunProfile& r : runs) t.push_back(r.step_seconds[i] * 1e3);
     std::sort(t.begin(), t.end());
-    rows.push_back({i, step_label(steps[i]), quantile(t, 0.5), 0, step_cost(steps[i], bindings)});
+    rows.push_back({i, step_label(steps[i]), quantile(t, 0.5), 0, step_cost(steps[i], bindings), std::nullopt});
     total += rows.back().median_ms;
   }
   std::sort(rows.begin(), rows.end(), [](const ProfileRow& x, const ProfileRow& y) { return x.median_ms > y.median_ms; });
-  if (rows.size() > static_cast<size_t>(top)) rows.resize(static_cast<size_t>(top));
   for (ProfileRow& r : rows) r.share = total > 0 ? r.median_ms / total : 0;
   return rows;
 }
@@ -82,6 +84,36 @@ HostCopies host_copies(const GpuExecutable& exe, const std::vector<RtValue>& inp
   }
   for (auto* v : {&up, &down, &total}) std::sort(v->begin(), v->end());
   return {quantile(up, 0.5), quantile(down, 0.5), quantile(total, 0.5)};
+}
+
+// The GPU's lines (no ceilings measured there yet).
+void print_rows(const std::vector<ProfileRow>& prof) {
+  if (!prof.empty())
+    std::cout << "  slowest steps (median; GB/s over the bytes each step must move; TFLOP/s of its contractions):\n";
+  for (const ProfileRow& r : prof) {
+    const double s = r.median_ms / 1e3;
+    std::cout << "  " << fixed(r.median_ms, 3) << " ms  " << fixed(100 * r.share, 1) << "%  step " << r.step << "  "
+              << r.what << "  " << fixed(r.cost.bytes / 1e6, 2) << " MB";
+    if (s > 0) std::cout << " " << fixed(r.cost.bytes / s / 1e9, 1) << " GB/s";
+    if (r.cost.flops > 0) {
+      std::cout << "  " << fixed(r.cost.flops / 1e9, 3) << " GFLOP";
+      if (s > 0) std::cout << " " << fixed(r.cost.flops / s / 1e12, 2) << " TFLOP/s";
+    }
+    std::cout << "\n";
+  }
+}
+
+// The CPU's table: one line per step, its roofline in columns, what it
+// computes and why its limiter is what it is last.
+void print_roofline_rows(const std::vector<ProfileRow>& prof) {
+  std::cout << "  slowest steps against this machine's ceilings (median ms, share of the steps' sum; the bytes each "
+               "must move at least, the FLOPs of its contractions; docs/roofline.md explains the columns):\n"
+            << "          ms   share   step" << roofline_header() << "  what  (why)\n";
+  for (const ProfileRow& r : prof) {
+    char head[64];
+    std::snprintf(head, sizeof head, "  %10.3f %6.1f%% %6zu", r.median_ms, 100 * r.share, r.step);
+    std::cout << head << roofline_cells(*r.roof) << "  " << r.what << "  (" << r.roof->why << ")\n";
+  }
 }
 
 }  // namespace
@@ -117,18 +149,31 @@ int cmd_bench(const BenchArgs& a, const CommonArgs& c) {
       ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
     }
   }
+  const int threads = p.exe ? p.exe->threads() : 1;  // the interpreter is single-threaded (cuda: the host thread)
   std::vector<ProfileRow> prof;
+  std::optional<LoadedCeilings> ceilings;  // the CPU's, for the roofline (none measured for GPUs yet)
+  RooflineSummary roof_summary;
   if (a.profile > 0) {
     const Graph& g = p.graph();
     std::map<std::string, int64_t> bindings;
     for (size_t i = 0; i < p.inputs.size() && i < g.inputs.size(); ++i)
       check_value_matches(p.inputs[i], g.inputs[i]->type, g.inputs[i]->name, &bindings);
-    prof = profile_rows(p.gpu_exe() ? p.gpu_exe()->steps() : p.exe->steps(), profiles, bindings, a.profile);
+    const std::vector<Step>& steps = p.gpu_exe() ? p.gpu_exe()->steps() : p.exe->steps();
+    prof = profile_rows(steps, profiles, bindings);
+    if (!p.gpu_exe()) {
+      ceilings = host_ceilings(threads, false, std::cerr);  // after the timed runs: it may measure
+      std::vector<RooflinePoint> points;
+      for (ProfileRow& r : prof) {
+        const CeilingSet& c = step_ceilings(steps[r.step], ceilings->ceilings, threads, bindings);
+        points.push_back(*(r.roof = roofline_point(r.cost, r.median_ms / 1e3, c)));
+      }
+      roof_summary = summarize_roofline(points);  // every step, not only the listed ones
+    }
+    if (prof.size() > static_cast<size_t>(a.profile)) prof.resize(static_cast<size_t>(a.profile));
   }
   std::sort(ms.begin(), ms.end());
   const double median = quantile(ms, 0.5), p10 = quantile(ms, 0.1), p90 = quantile(ms, 0.9);
   const double compile_s = p.compile_ms / 1000, load_s = p.load_ms / 1000;
-  const int threads = p.exe ? p.exe->threads() : 1;  // the interpreter is single-threaded (cuda: the host thread)
   if (c.json) {
     Json j = Json::object();
     j["model"] = a.model;
@@ -159,9 +204,11 @@ int cmd_bench(const BenchArgs& a, const CommonArgs& c) {
         row["share"] = r.share;
         row["bytes"] = r.cost.bytes;
         row["flops"] = r.cost.flops;
+        if (r.roof) add_roofline_json(*r.roof, &row);
         rows.push_back(row);
       }
       j["profile"] = rows;
+      if (ceilings) j["roofline"] = roofline_summary_json(roof_summary, ceilings->ceilings);
     }
     std::cout << json_line(j) << "\n";
   } else {
@@ -173,17 +220,11 @@ int cmd_bench(const BenchArgs& a, const CommonArgs& c) {
       std::cout << "  device time (CUDA events" << (p.gpu_exe()->uses_graph() ? ", graph replay" : "")
                 << "); host copies: upload " << fixed(copies->upload_ms, 3) << " ms, download "
                 << fixed(copies->download_ms, 3) << " ms; end to end " << fixed(copies->end_to_end_ms, 3) << " ms\n";
-    if (!prof.empty()) std::cout << "  slowest steps (median; GB/s over the bytes each step must move; TFLOP/s of its contractions):\n";
-    for (const ProfileRow& r : prof) {
-      const double s = r.median_ms / 1e3;
-      std::cout << "  " << fixed(r.median_ms, 3) << " ms  " << fixed(100 * r.share, 1) << "%  step " << r.step << "  "
-                << r.what << "  " << fixed(r.cost.bytes / 1e6, 2) << " MB";
-      if (s > 0) std::cout << " " << fixed(r.cost.bytes / s / 1e9, 1) << " GB/s";
-      if (r.cost.flops > 0) {
-        std::cout << "  " << fixed(r.cost.flops / 1e9, 3) << " GFLOP";
-        if (s > 0) std::cout << " " << fixed(r.cost.flops / s / 1e12, 2) << " TFLOP/s";
-      }
-      std::cout << "\n";
+    if (ceilings) {
+      print_roofline_rows(prof);
+      print_roofline_summary(std::cout, roof_summary, ceilings->ceilings, threads);
+    } else {
+      print_rows(prof);
     }
   }
   return 0;

@@ -60,6 +60,11 @@ struct BenchArgs {
 };
 int cmd_bench(const BenchArgs& a, const CommonArgs& c);
 
+struct CeilingsArgs {
+  bool refresh = false;  // --refresh: measure again over the cached ones
+};
+int cmd_ceilings(const CeilingsArgs& a, const CommonArgs& c);
+
 struct CompileArgs {
   std::string model;
   std::string output;     // -o FILE

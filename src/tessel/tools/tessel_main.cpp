@@ -153,6 +153,17 @@ int main(int argc, char** argv) {
   add_common(bench, &common);
   add_quiet(bench, &common);
 
+  CeilingsArgs ceilings_args;
+  CLI::App* ceilings = app.add_subcommand(
+      "ceilings", "Measure this machine's ceilings (FMA peak, L1/L2/LLC/DRAM read bandwidth, launch cost) for 1 "
+                  "and --threads threads, cached per hardware fingerprint; bench --profile reads them "
+                  "(docs/roofline.md)");
+  ceilings->add_option("--target", common.target, "cpu (default; cuda is not measured yet)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  ceilings->add_option("--threads", common.threads, "Thread count to measure besides 1 (0 = all cores)");
+  ceilings->add_flag("--refresh", ceilings_args.refresh, "Measure again, replacing the cached ceilings");
+  ceilings->add_flag("--json", common.json, "Print exactly one JSON object on stdout; logs go to stderr");
+
   CLI::App* test = app.add_subcommand("test-onnx", "Run ONNX test cases (model.onnx + test_data_set_*) in one process");
   test->add_option("DIR", test_args.dirs, "Case folders, or folders of case folders")->required();
   add_common(test, &common);
@@ -218,6 +229,7 @@ int main(int argc, char** argv) {
   if (bisect->parsed()) file = bisect_args.model;
   if (test->parsed()) file = test_args.dirs.empty() ? "test-onnx" : test_args.dirs.front();
   if (demo->parsed()) file = "demo";
+  if (ceilings->parsed()) file = "ceilings";
   try {
     if (run->parsed()) return cmd_run(run_args, common);
     if (inspect->parsed()) return cmd_inspect(inspect_args, common);
@@ -227,6 +239,7 @@ int main(int argc, char** argv) {
     if (demo->parsed()) return cmd_demo(demo_args, common);
     if (tune->parsed()) return cmd_tune(tune_args, common);
     if (bisect->parsed()) return cmd_bisect(bisect_args, common);
+    if (ceilings->parsed()) return cmd_ceilings(ceilings_args, common);
   } catch (const std::bad_alloc&) {
     return report_error(file, "out of memory", common.json);
   } catch (const std::exception& e) {
