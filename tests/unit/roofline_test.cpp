@@ -81,28 +81,31 @@ TEST(Roofline, LowIntensityContractionIsMemoryBound) {
   EXPECT_EQ(p.why, "0.5 FLOP/B < ridge 10 (DRAM) at 10 GB/s");
 }
 
-TEST(Roofline, WorkShorterThanALaunchIsLaunchBound) {
-  // 4 KiB from L1: 20 ns of reads against a 2 us launch.
-  const RooflinePoint p = roofline_point(cost(0, 4096), 1e-5, test_ceilings());
+TEST(Roofline, StepsShorterThanTwoLaunchesAreLaunchBound) {
+  // 4 KiB from L1: 20 ns of reads after a 2 us launch, done in 3 us.
+  const RooflinePoint p = roofline_point(cost(0, 4096), 3e-6, test_ceilings());
   EXPECT_EQ(p.level, "L1");
   EXPECT_EQ(p.limiter, Limiter::Launch);
   EXPECT_DOUBLE_EQ(p.bound_s, 2e-6 + 4096 / 200e9);
-  EXPECT_NEAR(p.of_bound, 0.202048, 1e-9);
-  EXPECT_EQ(p.why, "work 0.0205 us < launch 2 us");
-  // Once the work takes longer than the launch, the work is the limiter.
-  EXPECT_EQ(roofline_point(cost(0, 300 * kKiB), 1e-5, test_ceilings()).limiter, Limiter::Memory);
+  EXPECT_NEAR(p.of_bound, (2e-6 + 4096 / 200e9) / 3e-6, 1e-12);
+  EXPECT_EQ(p.why, "took 3 us < 2 x launch 2 us");
+  // The same work taking 10 us: not the launch's doing (under half of it); its kernel is slow.
+  const RooflinePoint slow = roofline_point(cost(0, 4096), 1e-5, test_ceilings());
+  EXPECT_EQ(slow.limiter, Limiter::Memory);
+  EXPECT_NEAR(slow.of_bound, 0.202048, 1e-9);
+  EXPECT_EQ(slow.why, "no FLOPs: 0.0041 MB from L1 at 200 GB/s");
 }
 
-TEST(Roofline, TiesGoToTheWork) {
+TEST(Roofline, TiesGoToComputeAndNoFlopsIsNeverCompute) {
   CeilingSet c = test_ceilings();
   c.launch_s = 0;
   // 5000 flops at 100 GFLOP/s and 10 kB from L1 at 200 GB/s: 50 ns each.
   const RooflinePoint eq = roofline_point(cost(5000, 10'000), 1e-6, c);
   EXPECT_DOUBLE_EQ(eq.compute_s, eq.memory_s);
   EXPECT_EQ(eq.limiter, Limiter::Compute);
-  c.launch_s = eq.compute_s;  // a launch as long as the work: still the work's
-  EXPECT_EQ(roofline_point(cost(5000, 10'000), 1e-6, c).limiter, Limiter::Compute);
-  // A step of no work at all is the launch's, and a zero time gives 0, not a division by zero.
+  // Nothing to compute or move, in a long step: memory (the flops are 0), not compute.
+  EXPECT_EQ(roofline_point(cost(0, 0), 1e-3, c).limiter, Limiter::Memory);
+  // A step of no work in no time is the launch's; a zero time gives 0, not a division by zero.
   const RooflinePoint empty = roofline_point(cost(0, 0), 0, test_ceilings());
   EXPECT_EQ(empty.limiter, Limiter::Launch);
   EXPECT_EQ(empty.of_bound, 0);
@@ -122,17 +125,17 @@ TEST(Roofline, SummaryAddsTimeAndBoundsByLimiter) {
   const std::vector<RooflinePoint> points = {
       roofline_point(cost(2.0 * 512 * 512 * 512, 3 * 512 * 512 * 4), 3e-3, c),  // compute
       roofline_point(cost(0, 2 * 64 * kMiB), 0.016, c),                          // memory
-      roofline_point(cost(0, 4096), 1e-5, c),                                    // launch
-      roofline_point(cost(0, 8192), 2e-5, c),                                    // launch
+      roofline_point(cost(0, 4096), 3e-6, c),                                    // launch
+      roofline_point(cost(0, 8192), 3.5e-6, c),                                  // launch
   };
   const RooflineSummary s = summarize_roofline(points);
   const auto& launch = s.by_limiter[size_t(Limiter::Launch)];
   EXPECT_EQ(s.by_limiter[size_t(Limiter::Compute)].steps, 1);
   EXPECT_EQ(s.by_limiter[size_t(Limiter::Memory)].steps, 1);
   EXPECT_EQ(launch.steps, 2);
-  EXPECT_DOUBLE_EQ(launch.seconds, 3e-5);
+  EXPECT_DOUBLE_EQ(launch.seconds, 6.5e-6);
   EXPECT_DOUBLE_EQ(launch.bound_s, points[2].bound_s + points[3].bound_s);
-  EXPECT_DOUBLE_EQ(s.seconds, 3e-3 + 0.016 + 3e-5);
+  EXPECT_DOUBLE_EQ(s.seconds, 3e-3 + 0.016 + 6.5e-6);
   EXPECT_DOUBLE_EQ(s.bound_s, points[0].bound_s + points[1].bound_s + points[2].bound_s + points[3].bound_s);
   EXPECT_STREQ(limiter_name(Limiter::Compute), "compute");
   EXPECT_STREQ(limiter_name(Limiter::Memory), "memory");

@@ -20,7 +20,7 @@ std::string seconds_text(double s) { return s < 1e-3 ? g3(s * 1e6) + " us" : g3(
 
 // One short line: the intensity against the ridge point (the intensity at
 // which the level's bandwidth and the FMA peak give the same time), or the
-// work's time against the launch.
+// step's time against the launch.
 std::string why(const RooflinePoint& p, const CeilingSet& c, const MemoryLevel& lv) {
   const std::string ridge = "ridge " + g3(c.fma_flops_per_s / lv.read_bytes_per_s) + " (" + lv.name + ")";
   switch (p.limiter) {
@@ -31,7 +31,7 @@ std::string why(const RooflinePoint& p, const CeilingSet& c, const MemoryLevel& 
       return "no FLOPs: " + g3(p.bytes / 1e6) + " MB from " + lv.name + at;
     }
     case Limiter::Launch:
-      return "work " + seconds_text(std::max(p.compute_s, p.memory_s)) + " < launch " + seconds_text(p.launch_s);
+      return "took " + seconds_text(p.seconds) + " < " + g3(kLaunchBoundFactor) + " x launch " + seconds_text(p.launch_s);
   }
   return "";
 }
@@ -70,9 +70,9 @@ RooflinePoint roofline_point(const StepCost& cost, double seconds, const Ceiling
   p.bound_s = p.launch_s + std::max(p.compute_s, p.memory_s);
   if (p.flops > 0) p.attainable_flops_per_s = std::min(c.fma_flops_per_s, p.intensity * lv.read_bytes_per_s);
   p.of_bound = seconds > 0 ? p.bound_s / seconds : 0;
-  // Ties go to the work (compute, then memory): launch only when it exceeds both.
-  p.limiter = p.compute_s >= p.memory_s ? Limiter::Compute : Limiter::Memory;
-  if (p.launch_s > std::max(p.compute_s, p.memory_s)) p.limiter = Limiter::Launch;
+  // A tie goes to compute; a step without flops is never compute-bound.
+  p.limiter = p.flops > 0 && p.compute_s >= p.memory_s ? Limiter::Compute : Limiter::Memory;
+  if (seconds < kLaunchBoundFactor * p.launch_s) p.limiter = Limiter::Launch;
   p.why = why(p, c, lv);
   return p;
 }

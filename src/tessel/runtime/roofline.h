@@ -8,9 +8,15 @@
 //   launch   = the pool's cost to start and join a parallel step
 // and the bound is launch + max(compute, memory): the time the step would
 // take running at its ceiling (the attainable FLOP/s are min(peak,
-// intensity x bandwidth)). The limiter is the largest of the three terms;
-// "launch" thus marks steps whose work, at the ceilings, takes less than
-// starting them: too short for their work to matter.
+// intensity x bandwidth)).
+//
+// The limiter is the ceiling that bounds the step's work: compute where its
+// intensity reaches the ridge point (compute >= memory), else memory;
+// except "launch" for steps too short to matter: a median under
+// kLaunchBoundFactor launches, where at least half the step's time goes to
+// starting it, whatever its work. (A long step whose work is tiny stays
+// compute- or memory-bound, at a low % of bound: its kernel, not its
+// launch, is slow.)
 #pragma once
 
 #include <array>
@@ -23,6 +29,7 @@
 namespace tessel {
 
 enum class Limiter { Compute, Memory, Launch };
+constexpr double kLaunchBoundFactor = 2;
 constexpr int kLimiters = 3;
 const char* limiter_name(Limiter l);  // "compute", "memory", "launch"
 
