@@ -67,5 +67,30 @@ TEST(StepCost, ContractionFlopsAndBytes) {
   EXPECT_EQ(step_cost(node_step(sum), {}).bytes, 2 * 384 * 4);  // a value read twice moves once, plus the write
 }
 
+TEST(StepCost, AGatherReadsOnlyTheRowsItPicks) {
+  Model m;
+  GraphBuilder b(m);
+  Value* table = b.input("table", DType::F32, {1000, 16});
+  Value* ids = b.input("ids", DType::I64, {Dim::sym("n")});
+  Value* rows = b.op("Gather", {table, ids});
+  Value* twice = b.op("Gather", {table, ids});
+  Value* both = b.op("Add", {table, table});
+  for (Value* v : {rows, twice, both}) b.output(v);
+  infer_shapes(m, PassOptions{});
+  const std::map<std::string, int64_t> n3 = {{"n", 3}};
+  // 3 rows of 16 floats read, 3 indices, 3 rows written: not the 64 kB table.
+  EXPECT_EQ(step_cost(node_step(rows), n3).bytes, 3 * 16 * 4 + 3 * 8 + 3 * 16 * 4);
+  // A fused step gathering twice reads both gathers' rows, never more than the table.
+  Step fused{std::make_shared<KernelStep>(), nullptr};
+  fused.kernel->nodes = {rows->producer, twice->producer};
+  fused.kernel->params = {table, ids, twice};
+  fused.kernel->num_inputs = 2;
+  EXPECT_EQ(step_cost(fused, n3).bytes, 2 * 3 * 16 * 4 + 3 * 8 + 3 * 16 * 4);
+  EXPECT_EQ(step_cost(fused, {{"n", 5000}}).bytes, 1000 * 16 * 4 + 5000 * 8 + 5000 * 16 * 4);
+  // Any other use reads the whole table.
+  fused.kernel->nodes.push_back(both->producer);
+  EXPECT_EQ(step_cost(fused, n3).bytes, 1000 * 16 * 4 + 3 * 8 + 3 * 16 * 4);
+}
+
 }  // namespace
 }  // namespace tessel

@@ -2,6 +2,7 @@
 
 #include "tessel/runtime/memory_plan.h"
 
+#include <algorithm>
 #include <optional>
 #include <set>
 #include <vector>
@@ -46,16 +47,34 @@ double node_flops(const Node& n, const std::map<std::string, int64_t>& bindings)
   return 0;
 }
 
+// The bytes the step reads of `v`: all of them, except for a table its
+// nodes only Gather rows from (an embedding): the rows gathered, each
+// Gather's output, at most the table.
+int64_t read_bytes(const Value* v, const std::vector<const Node*>& nodes,
+                   const std::map<std::string, int64_t>& bindings) {
+  const int64_t all = value_bytes(v, bindings).value_or(0);
+  int64_t gathered = 0;
+  bool used = false;
+  for (const Node* n : nodes)
+    for (size_t i = 0; i < n->inputs.size(); ++i) {
+      if (n->inputs[i] != v) continue;
+      if (n->op != "Gather" || !n->domain.empty() || i != 0 || n->outputs.empty() || !n->outputs[0]) return all;
+      gathered += value_bytes(n->outputs[0], bindings).value_or(all);
+      used = true;
+    }
+  return used ? std::min(all, gathered) : all;
+}
+
 }  // namespace
 
 StepCost step_cost(const Step& s, const std::map<std::string, int64_t>& bindings) {
   StepCost c;
+  const std::vector<const Node*> nodes = s.kernel ? s.kernel->nodes : std::vector<const Node*>{s.interp};
   std::set<const Value*> seen;  // a value read twice moves once
-  const auto add_bytes = [&](const Value* v) {
+  for (const Value* v : step_reads(s))
+    if (seen.insert(v).second) c.bytes += read_bytes(v, nodes, bindings);
+  for (const Value* v : step_writes(s))
     if (seen.insert(v).second) c.bytes += value_bytes(v, bindings).value_or(0);
-  };
-  for (const Value* v : step_reads(s)) add_bytes(v);
-  for (const Value* v : step_writes(s)) add_bytes(v);
   if (s.kernel) {
     for (const Node* n : s.kernel->nodes) c.flops += node_flops(*n, bindings);
   } else if (s.interp) {

@@ -1,6 +1,7 @@
 // What a step costs at given sizes, for profiles that explain a kernel's
 // time against the machine's ceilings (tessel bench --profile): the bytes it
-// must move at least (every value it reads and writes, once) and the
+// must move at least (every value it reads and writes, once; of a table it
+// only Gathers from, the rows gathered) and the
 // floating-point operations of its contractions (MatMul, Gemm, Conv: two per
 // multiply-add; other ops count 0, they are bound by bytes).
 #pragma once

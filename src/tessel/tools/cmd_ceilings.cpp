@@ -38,6 +38,16 @@ void print_table(const LoadedCeilings& l) {
       std::cout << cell(lv.read_bytes_per_s / 1e9, 1, int(lv.name.size()) + 7);  // under "  NAME GB/s"
     std::cout << cell(s.launch_s * 1e6, 2, 11) << "\n";
   }
+  if (c.sets.size() > 1) {
+    // Cores of their own give about threads x one thread's peak; SMT siblings, or a host that runs
+    // something else on one of this VM's vCPUs (invisible from inside), give less.
+    const double scale = c.sets.back().fma_flops_per_s / c.sets.front().fma_flops_per_s;
+    std::cout << c.sets.back().threads << " threads reach " << cell(scale, 2, 0) << "x one thread's FMA peak";
+    if (scale < 0.75 * c.sets.back().threads)
+      std::cout << " (under " << c.sets.back().threads << "x: they share FMA units, or the host ran something else "
+                << "on a core; --refresh to tell)";
+    std::cout << "\n";
+  }
   if (c.disturbed_samples > 0)
     std::cout << "warning: other processes disturbed " << c.disturbed_samples
               << " samples (their figures are low): tessel ceilings --refresh when the machine is quiet\n";
