@@ -225,6 +225,16 @@ TEST_F(CeilingsCache, NoCacheFolderStillMeasures) {
   EXPECT_EQ(measured_, 2);
 }
 
+TEST(CeilingsCachePath, TheFingerprintNamesTheThreadsTheCpuAndItsCaches) {
+  const CeilingsPlan p = ceilings_plan(2, 32 << 10, 1 << 20, 32 << 20);
+  const std::string f = host_ceilings_fingerprint(2, p);
+  EXPECT_NE(f.find("|t2|"), std::string::npos) << f;
+  EXPECT_NE(f.find("|cpuid:"), std::string::npos) << f;  // also without LLVM, where the CPU name is "unknown"
+  EXPECT_NE(f.find("|caches:32768,1048576,33554432"), std::string::npos) << f;
+  EXPECT_NE(host_ceilings_fingerprint(1, p), f);
+  EXPECT_NE(host_ceilings_fingerprint(2, ceilings_plan(2, 48 << 10, 1 << 20, 32 << 20)), f);
+}
+
 TEST(CeilingsCachePath, KeyedByTheFingerprint) {
   EXPECT_NE(ceilings_cache_path("cpu|a|f|t1"), ceilings_cache_path("cpu|a|f|t2"));
   EXPECT_EQ(ceilings_cache_path("cpu|a|f|t1"), ceilings_cache_path("cpu|a|f|t1"));

@@ -128,13 +128,21 @@ LoadedCeilings load_or_measure_ceilings(const std::string& path, const std::stri
   return r;
 }
 
+std::string host_ceilings_fingerprint(int threads, const CeilingsPlan& plan) {
+  char cpuid[24];
+  std::snprintf(cpuid, sizeof cpuid, "%016" PRIx64, fast_hash64(detected_cpu_features()));
+  return str_cat(host_cpu_fingerprint(threads), "|cpuid:", cpuid, "|caches:", plan.l1_bytes, ",", plan.l2_bytes, ",",
+                 plan.llc_bytes);
+}
+
 LoadedCeilings host_ceilings(int threads, bool refresh, std::ostream& log) {
   if (threads <= 0) threads = ThreadPool::default_threads();
-  const std::string fingerprint = host_cpu_fingerprint(threads);
+  const CeilingsPlan plan = host_ceilings_plan(threads);
+  const std::string fingerprint = host_ceilings_fingerprint(threads, plan);
   return load_or_measure_ceilings(ceilings_cache_path(fingerprint), fingerprint, refresh, [&] {
     log << "note: measuring this machine's ceilings for " << threads
         << " threads (about a second, once; cached; tessel ceilings --refresh measures again)\n";
-    return measure_cpu_ceilings(host_ceilings_plan(threads));
+    return measure_cpu_ceilings(plan);
   }, log);
 }
 

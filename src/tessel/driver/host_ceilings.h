@@ -1,7 +1,7 @@
 // This machine's ceilings (runtime/ceilings.h), measured once per hardware
-// fingerprint and thread count (the tuning database's, driver/tuning.h) and
-// cached in <cache dir>/ceilings/, so that `tessel bench --profile` does not
-// measure them on every run; `tessel ceilings --refresh` measures again.
+// fingerprint and thread count and cached in <cache dir>/ceilings/, so that
+// `tessel bench --profile` does not measure them on every run; `tessel
+// ceilings --refresh` measures again.
 #pragma once
 
 #include <functional>
@@ -16,6 +16,11 @@ namespace tessel {
 // sysconf), the last-level cache from sysfs (what one core shares; sysconf's
 // L3 is the whole package's on some virtual machines), else sysconf.
 CeilingsPlan host_ceilings_plan(int threads);
+
+// The key of this machine's ceilings: the tuning database's fingerprint
+// (driver/tuning.h: CPU, LLVM features, threads) with the CPUID features and
+// the plan's cache sizes, which a build without LLVM (CPU "unknown") has too.
+std::string host_ceilings_fingerprint(int threads, const CeilingsPlan& plan);
 
 // <cache dir>/ceilings/<hash of the fingerprint>.ceilings
 std::string ceilings_cache_path(const std::string& fingerprint);
