@@ -85,7 +85,7 @@ Sample run_together(int threads, const std::function<void(int)>& body) {
   return {std::chrono::duration<double>(*std::max_element(end.begin(), end.end()) - t0).count(), clean.load()};
 }
 
-// A 64-byte aligned float buffer of `n` ones, its pages touched.
+// A 64-byte aligned buffer of `count` floats, all ones, its pages touched.
 struct FloatBuffer {
   std::unique_ptr<float, decltype(&std::free)> data{nullptr, &std::free};
   explicit FloatBuffer(int64_t count) {

@@ -1,6 +1,7 @@
 // tessel ceilings [--target cpu] [--threads T] [--refresh] [--json]: the
 // machine's measured ceilings (driver/host_ceilings.h), from the cache when
 // it has them for this machine and thread count.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 
@@ -34,8 +35,15 @@ void print_table(const LoadedCeilings& l) {
   std::cout << "  launch us\n";
   for (const CeilingSet& s : c.sets) {
     std::cout << cell(s.threads, 0, 7) << cell(s.fma_flops_per_s / 1e9, 1, 13);
-    for (const MemoryLevel& lv : s.levels)
-      std::cout << cell(lv.read_bytes_per_s / 1e9, 1, int(lv.name.size()) + 7);  // under "  NAME GB/s"
+    // Under "  NAME GB/s"; "-" where this thread count has no such level (an
+    // LLC no larger than the threads' L2s is not measured apart).
+    for (const MemoryLevel& col : c.sets.front().levels) {
+      const auto lv =
+          std::find_if(s.levels.begin(), s.levels.end(), [&](const MemoryLevel& l) { return l.name == col.name; });
+      const int width = int(col.name.size()) + 7;
+      std::cout << (lv == s.levels.end() ? std::string(size_t(width) - 1, ' ') + "-"
+                                         : cell(lv->read_bytes_per_s / 1e9, 1, width));
+    }
     std::cout << cell(s.launch_s * 1e6, 2, 11) << "\n";
   }
   if (c.sets.size() > 1) {
