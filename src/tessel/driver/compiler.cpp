@@ -122,11 +122,7 @@ GroupKey group_key(const FusionGroup& g) {
     positions *= dim.value();
   }
   if (n.op == "Conv" && n.attr_int("group", 1) != 1) return y->type.shape->back().value() >= lanes;
-  const Dim& channels = (*y->type.shape)[1];
-  // Its vectors then run over the output channels.
-  if (n.op == "Conv" && channels.is_const() && conv_reduction(n) > 0 &&
-      conv_rows_are_positions(positions, channels.value(), conv_reduction(n)))
-    return true;
+  if (conv_rows_are_positions(n)) return true;  // its vectors run over the output channels
   return positions >= 8 * int64_t{lanes};
 }
 

@@ -50,10 +50,9 @@ Idx vars_named(const char* prefix, size_t n) {
 
 int64_t hint(const Dim& d) { return d.is_const() ? d.value() : -1; }
 
-// When B (at reduction index k, column gj) reads a prepacked weight's panels
-// (tessel::UnpackPanels: a Param [P, K, W] at [gj / W, k, gj % W]), the
-// buffer and its width, so that the GEMM can read the panels in place.
-void find_b_panels(const Expr& b, const Expr& k, const loop::Bounds& bounds, GemmOperands* ops) {
+}  // namespace
+
+void find_b_panels(const Expr& b, const Expr& k, const Expr& column, const loop::Bounds& bounds, GemmOperands* ops) {
   if (b->kind != loop::ExprKind::Load || !b->buffer || b->buffer->scope != loop::BufferScope::Param ||
       b->buffer->dtype != DType::F32 || b->buffer->shape.size() != 3)
     return;
@@ -61,15 +60,16 @@ void find_b_panels(const Expr& b, const Expr& k, const loop::Bounds& bounds, Gem
   if (!loop::as_const_int(b->buffer->shape[0], &panels) || !loop::as_const_int(b->buffer->shape[2], &width) ||
       width < 1)
     return;
-  const Expr gj = loop::var("gj");
-  const Expr expected = loop::load(b->buffer, {loop::floordiv(gj, Expr(width)), k, loop::floormod(gj, Expr(width))});
-  if (!loop::equal(loop::simplify(loop::fold_affine(expected, bounds), bounds), b)) return;
+  const Expr expected =
+      loop::load(b->buffer, {loop::floordiv(column, Expr(width)), k, loop::floormod(column, Expr(width))});
+  // Both sides in fold_affine's canonical form: b may come simplified but
+  // unfolded (a conv weight's k, a sum over its digits).
+  const auto canonical = [&](const Expr& e) { return loop::simplify(loop::fold_affine(e, bounds), bounds); };
+  if (!loop::equal(canonical(expected), canonical(b))) return;
   ops->b_panels = b->buffer;
   ops->panel_width = width;
   ops->panel_columns = panels * width;
 }
-
-}  // namespace
 
 Expr GroupLowerer::contraction_reduce(ReduceOp op, const Expr& init, const Idx& extents,
                                       const std::function<Expr(const Idx&)>& body) {
@@ -300,7 +300,7 @@ std::optional<LoweredGroup> GroupLowerer::lower_contraction_with(const Node& c, 
   // that e.g. GPT-2's N = 2304 gives 6 tiles rather than 5.
   CpuInfo cpu = sched_.cpu;
   cpu.cores = std::max(cpu.cores, 2);
-  if (nbatch == 0) find_b_panels(b, k, bounds, &ops);
+  if (nbatch == 0) find_b_panels(b, k, loop::var("gj"), bounds, &ops);
   GemmSchedule gs = default_gemm_schedule(cpu, hint(M), hint(columns), k_hint, sched_.parallel, hint(batch),
                                           static_cast<bool>(ops.b_panels));
   gs.parallel_over_m_blocks = sched_.parallel;

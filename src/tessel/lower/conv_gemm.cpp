@@ -169,23 +169,6 @@ int64_t channel_block(int64_t channels, int64_t kc) {
   return kc;
 }
 
-// The weights' panels when `a`, the weight read over (oc, the reduction
-// digits ks), is UnpackPanels' read of a prepacked conv weight
-// (prepack_weights.cpp): P[oc / W, k, oc % W] with k the row-major position
-// of the digits.
-loop::BufferRef weight_panels(const Expr& a, const Expr& oc, const std::vector<Expr>& ks, const Idx& extents,
-                              const std::vector<size_t>& order, const loop::Bounds& bounds) {
-  if (a->kind != ExprKind::Load || !a->buffer || a->buffer->scope != loop::BufferScope::Param ||
-      a->buffer->dtype != DType::F32 || a->buffer->shape.size() != 3)
-    return nullptr;
-  int64_t width = 0;
-  if (!loop::as_const_int(a->buffer->shape[2], &width) || width < 1) return nullptr;
-  Expr k = ks.at(order.at(0));
-  for (size_t t = 1; t < order.size(); ++t) k = k * extents[order[t]] + ks[order[t]];
-  const Expr expected = loop::load(a->buffer, {loop::floordiv(oc, Expr(width)), k, loop::floormod(oc, Expr(width))});
-  return loop::equal(loop::simplify(expected, bounds), a) ? a->buffer : nullptr;
-}
-
 }  // namespace
 
 bool conv_candidate(const Node& n) {
@@ -275,9 +258,7 @@ std::optional<LoweredGroup> GroupLowerer::lower_conv(const Node& c) {
   // The GEMM's rows: the output channels (A = the weights, B = the taps,
   // the positions a vector) or, transposed, the positions (A = the taps,
   // B = the weights, the channels a vector). See conv_rows_are_positions.
-  const int64_t reduction = conv_reduction(c);
-  bool rows_are_positions =
-      reduction > 0 && conv_rows_are_positions(positions, dims[1].value(), reduction);
+  bool rows_are_positions = conv_rows_are_positions(c);
   if (sched_.tuned)
     if (const Primitive* p = sched_.tuned->find("conv.gemm")) rows_are_positions = p->attr("rows") == "positions";
   if (sched_.gpu_gemm) rows_are_positions = false;
@@ -361,16 +342,18 @@ std::optional<LoweredGroup> GroupLowerer::lower_conv(const Node& c) {
   };
   if (rows_are_positions) {
     std::swap(ops.M, ops.N);
-    std::swap(ops.a, ops.b);
-    const auto weights = ops.b, taps = ops.a;
+    const auto weights = ops.a, taps = ops.b;
     ops.a = [taps](const Expr& i, const Expr& k) { return taps(k, i); };
     ops.b = [weights](const Expr& k, const Expr& j) { return weights(j, k); };
-    // Weights prepacked for this orientation are B's panels, read in place.
-    if (loop::BufferRef p = weight_panels(a, oc, conv_.ks, conv_.extents, order, bounds)) {
-      const int64_t w = p->shape[2]->int_value;
-      ops.b_panels = p;
-      ops.panel_width = w;
-      ops.panel_columns = p->shape[0]->int_value * w;
+    // Weights prepacked for this orientation are B's panels, read in place:
+    // the weight at (oc, digits) is the panels' element at k = the digits'
+    // row-major position in reduction order.
+    Idx ks_in_order;
+    for (size_t d : order) ks_in_order.push_back(conv_.ks[d]);
+    find_b_panels(a, row_major_offset(ks_in_order, extents_in_order), oc, bounds, &ops);
+    if (ops.b_panels) {
+      const loop::BufferRef p = ops.b_panels;
+      const int64_t w = ops.panel_width;
       ops.b = [p, w](const Expr& k, const Expr& j) {
         return loop::load(p, {loop::floordiv(j, Expr(w)), k, loop::floormod(j, Expr(w))});
       };
@@ -423,10 +406,10 @@ std::optional<LoweredGroup> GroupLowerer::lower_conv(const Node& c) {
       default_gemm_schedule(cpu, rows, columns, K, sched_.parallel, images, static_cast<bool>(ops.b_panels));
   gs.parallel_over_m_blocks = sched_.parallel;
   gs.pack_b = !b_panels_fit(ops, gs);
-  // With the offsets first, a K block that divides the channel count keeps
-  // them fixed in the block (see reduction_order).
-  // A K of up to 1024 is one block (its B panel, K x 64 floats, stays in
-  // L2), walked as a nest over the digits (GemmOperands::k_digits).
+  // With the positions as rows, a K of up to 1024 is one block (its B
+  // panel, K x 64 floats, stays in L2), walked as a nest over the digits
+  // (GemmOperands::k_digits); a longer one takes blocks that divide the
+  // channel count, which keep the offsets (first in k) fixed in a block.
   int64_t channels = 0;
   if (rows_are_positions && K <= 1024) {
     gs.kc = static_cast<int>(std::max<int64_t>(K, 1));
@@ -456,19 +439,3 @@ std::optional<LoweredGroup> GroupLowerer::lower_conv(const Node& c) {
 }
 
 }  // namespace tessel::lowering
-
-namespace tessel {
-
-int64_t conv_reduction(const Node& c) {
-  const Value* w = c.inputs.size() > 1 ? c.input(1) : nullptr;
-  if (!w || !w->type.has_shape() || w->type.shape->size() < 2) return -1;
-  int64_t k = 1;
-  for (size_t d = 1; d < w->type.shape->size(); ++d) {
-    const Dim& dim = (*w->type.shape)[d];
-    if (!dim.is_const()) return -1;
-    k *= dim.value();
-  }
-  return k;
-}
-
-}  // namespace tessel

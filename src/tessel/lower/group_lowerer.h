@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "tessel/loop/simplify.h"
 #include "tessel/lower/dim_expr.h"
 #include "tessel/lower/lower_group.h"
 #include "tessel/ops/lowering.h"
@@ -149,6 +150,11 @@ struct NotGemm {};
 bool gemm_output_type(DType t);
 // A float Conv, which lower_conv may take.
 bool conv_candidate(const Node& n);
+// When B (at reduction index k and `column`) reads a prepacked weight's
+// panels (tessel::UnpackPanels: a Param [P, K, W] at [column / W, k,
+// column % W]), sets ops' b_panels, panel_width and panel_columns, so that
+// the GEMM can read the panels in place.
+void find_b_panels(const Expr& b, const Expr& k, const Expr& column, const loop::Bounds& bounds, GemmOperands* ops);
 // The GEMM as one Contract statement (NestSchedule::gpu_gemm); its
 // variables are named prefix + "_i", "_j", "_k", "_acc" (and "_b" without a
 // batch variable of the operands).

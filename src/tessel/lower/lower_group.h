@@ -83,8 +83,4 @@ LoweredGroup lower_group(const FusionGroup& g, const OpRegistry& reg, const Nest
 // The default schedule for a group on this machine's vector width.
 NestSchedule default_schedule(const FusionGroup& g);
 
-// K of a convolution's implicit GEMM (input channels per group x kernel
-// taps: the weight's dims after the first), or -1 when not static.
-int64_t conv_reduction(const Node& c);
-
 }  // namespace tessel

@@ -94,21 +94,14 @@ std::optional<Weight> constant_weight(const Node& n) {
 std::optional<Weight> conv_weight(const Node& n) {
   if (!n.domain.empty() || n.op != "Conv" || n.attr_int("group", 1) != 1 || n.inputs.size() < 2) return std::nullopt;
   const Value* w = n.input(1);
-  const Value* y = n.outputs.at(0);
   if (!w || !w->is_constant() || w->constant->dtype() != DType::F32 || w->constant->rank() < 3) return std::nullopt;
-  if (!y->type.has_shape() || y->type.shape->size() != w->constant->rank()) return std::nullopt;
-  int64_t positions = 1;
-  for (size_t d = 2; d < y->type.shape->size(); ++d) {
-    const Dim& dim = (*y->type.shape)[d];
-    if (!dim.is_const()) return std::nullopt;
-    positions *= dim.value();
-  }
+  if (!conv_rows_are_positions(n)) return std::nullopt;
   Weight r;
   r.t = &*w->constant;
   r.transposed = true;
   r.n = r.t->dim(0);
   r.k = r.t->numel() / std::max<int64_t>(r.n, 1);
-  if (r.k < kPanel || r.n < kPanel || !conv_rows_are_positions(positions, r.n, r.k)) return std::nullopt;
+  if (r.k < kPanel || r.n < kPanel) return std::nullopt;
   return r;
 }
 

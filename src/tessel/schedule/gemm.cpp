@@ -334,6 +334,32 @@ bool conv_rows_are_positions(int64_t positions, int64_t channels, int64_t K) {
   return positions > 0 && channels >= 64 && K >= 256;
 }
 
+int64_t conv_reduction(const Node& conv) {
+  const Value* w = conv.inputs.size() > 1 ? conv.input(1) : nullptr;
+  if (!w || !w->type.has_shape() || w->type.shape->size() < 2) return -1;
+  int64_t k = 1;
+  for (size_t d = 1; d < w->type.shape->size(); ++d) {
+    const Dim& dim = (*w->type.shape)[d];
+    if (!dim.is_const()) return -1;
+    k *= dim.value();
+  }
+  return k;
+}
+
+bool conv_rows_are_positions(const Node& conv) {
+  if (conv.op != "Conv" || !conv.domain.empty() || conv.attr_int("group", 1) != 1 || conv.outputs.empty()) return false;
+  const Value* y = conv.outputs[0];
+  if (!y || !y->type.has_shape() || y->type.shape->size() < 3 || !(*y->type.shape)[1].is_const()) return false;
+  int64_t positions = 1;
+  for (size_t d = 2; d < y->type.shape->size(); ++d) {
+    const Dim& dim = (*y->type.shape)[d];
+    if (!dim.is_const()) return false;
+    positions *= dim.value();
+  }
+  const int64_t K = conv_reduction(conv);
+  return K > 0 && conv_rows_are_positions(positions, (*y->type.shape)[1].value(), K);
+}
+
 GemmSchedule default_gemm_schedule(const CpuInfo& cpu, int64_t M_hint, int64_t N_hint, int64_t K_hint,
                                    bool parallel_over_n_blocks, int64_t batch_hint, bool b_prepacked) {
   GemmSchedule s;
@@ -418,9 +444,10 @@ GemmSchedule default_gemm_schedule(const CpuInfo& cpu, int64_t M_hint, int64_t N
     const int64_t units = std::max<int64_t>(batch_hint, 1) * ceil_div(M_hint, b.first) * ceil_div(N_hint, b.second);
     return units < 8 * cores && units % cores != 0;
   };
-  if (parallel_over_n_blocks && M_hint > 0 && N_hint > 0 && batch_hint >= 0 && uneven(blocks) &&
-      !uneven(blocks_for(true)))
-    blocks = blocks_for(true);
+  if (parallel_over_n_blocks && M_hint > 0 && N_hint > 0 && batch_hint >= 0 && uneven(blocks)) {
+    const std::pair<int64_t, int64_t> by_m = blocks_for(true);
+    if (!uneven(by_m)) blocks = by_m;
+  }
   s.mc = static_cast<int>(blocks.first);
   s.nc = static_cast<int>(blocks.second);
   // A packed panel pays for itself over the N panels that reuse it; with

@@ -53,6 +53,7 @@
 #include <functional>
 #include <string>
 
+#include "tessel/ir/graph.h"
 #include "tessel/loop/ir.h"
 #include "tessel/schedule/cpu_info.h"
 #include "tessel/schedule/schedule.h"
@@ -133,6 +134,13 @@ GemmSchedule default_gemm_schedule(const CpuInfo& cpu, int64_t M_hint, int64_t N
 // no B packing per call; the stores go one position per lane row (strided
 // in NCHW), which a long enough K pays for.
 bool conv_rows_are_positions(int64_t positions, int64_t channels, int64_t K);
+// The same for a Conv node (group 1, static output shape; false for any
+// other node): what lowering, the host's vector width and prepack_weights
+// all decide by.
+bool conv_rows_are_positions(const Node& conv);
+// K of a convolution's implicit GEMM (input channels per group x kernel
+// taps: the weight's dims after the first), or -1 when not static.
+int64_t conv_reduction(const Node& conv);
 
 // `s` as the gemm.* knobs of a schedule (schedule/schedule.h), added to
 // `out` (replacing knobs it already has).
