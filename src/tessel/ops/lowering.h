@@ -27,6 +27,8 @@ enum class FusionKind {
   Reduction,    // reduces some axes: fuses with producers and with consumers
   Contraction,  // MatMul/Gemm: fuses with consumers (epilogues) and movement producers only
   Materialized, // injective, but stored: producers join it; it joins no contraction's operand (tessel::Im2Col)
+  Isolated,     // a kernel of its own: takes no producer, joins no consumer (tessel::TileTransform,
+                // whose elements each read several input elements a fused producer would recompute)
 };
 
 enum class ReduceOp { Sum, Prod, Max, Min };

@@ -122,6 +122,7 @@ const OpRegistry& OpRegistry::global() {
     register_grid_lowerings(r);
     register_signal_lowerings(r);
     register_im2col_op(r);
+    register_tile_transform_op(r);
     register_unpack_panels_op(r);
     return r;
   }();

@@ -126,7 +126,10 @@ FusionPlan plan_fusion(const Graph& g, const OpRegistry& reg, const std::set<con
       if (c != uses.consumers.end() && !c->second.empty()) {
         const size_t gid = group_of.at(c->second.front());
         const bool injective = fusion_kind(*n, reg) == FusionKind::Injective;
-        bool same = compiled[gid] && used_outputs(*roots[gid]) == 1;
+        // An Isolated node neither joins its consumer nor takes producers.
+        bool same = compiled[gid] && used_outputs(*roots[gid]) == 1 &&
+                    fusion_kind(*n, reg) != FusionKind::Isolated &&
+                    fusion_kind(*roots[gid], reg) != FusionKind::Isolated;
         bool feeds_contraction = false;
         for (const Node* consumer : c->second) {
           same = same && group_of.at(consumer) == gid;

@@ -90,7 +90,7 @@ void clear_test_passes() { test_passes().clear(); }
 std::vector<std::string> pipeline_pass_names() {
   return {"bind_dims", "infer_shapes", "fold_constants", "dce", "cse", "infer_shapes", "simplify_algebra",
           "merge_matmuls", "split_to_slices",
-          "lower_precision", "sink_transposes", "conv_im2col", "pad_conv_inputs", "subsample_conv_inputs", "fuse_attention", "gemm_weight_layout",
+          "lower_precision", "sink_transposes", "conv_im2col", "winograd_conv", "pad_conv_inputs", "subsample_conv_inputs", "fuse_attention", "gemm_weight_layout",
           "prepack_weights"};
 }
 
@@ -158,6 +158,10 @@ bool run_pipeline(Model& m, const PassOptions& o) {
   // CUDA: convolutions whose implicit GEMM would gather per element read a
   // stored im2col instead (after precision: the weights are final).
   if (o.gpu) p.step("conv_im2col", [&] { return convs_to_im2col(m); });
+  // CPU, when asked: stride-1 3x3 convolutions as Winograd F(4x4, 3x3)
+  // (before pad_conv_inputs, which would pad their inputs for the direct
+  // GEMM).
+  if (o.cpu && o.winograd) p.step("winograd_conv", [&] { return winograd_convs(m); });
   // CPU: stride-1 convolutions read an explicitly padded input, whose rows
   // their GEMM copies whole (after precision: f32 convolutions only).
   if (o.cpu) p.step("pad_conv_inputs", [&] { return pad_conv_inputs(m); });

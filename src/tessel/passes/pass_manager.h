@@ -33,6 +33,8 @@ struct PassOptions {
   // fuse_attention runs (the CUDA target's flash attention at bf16/fp16;
   // --knob gpu.flash.on=0 turns it off: driver/cuda_compiler.h).
   bool fuse_attention = false;
+  // winograd_conv runs (the CPU target, --knob conv.winograd.on=1).
+  bool winograd = false;
   // simplify_algebra also applies rules that round differently in floating
   // point (a*b + a*c => a*(b+c)); off, its float results stay the same.
   bool inexact_algebra = false;
@@ -69,6 +71,7 @@ bool relayout_gemm_weights(Model& m);                  // gemm_weight_layout.cpp
 bool convs_to_im2col(Model& m);                        // conv_im2col.cpp (CUDA target)
 bool prepack_gemm_weights(Model& m);                   // prepack_weights.cpp (CPU target)
 bool pad_conv_inputs(Model& m);                        // pad_conv_inputs.cpp (CPU target)
+bool winograd_convs(Model& m);                         // winograd_conv.cpp (CPU target)
 bool subsample_conv_inputs(Model& m);                  // subsample_conv_inputs.cpp (CPU target)
 bool sink_transposes(Model& m);                        // sink_transposes.cpp
 // MatMuls of one value by constant matrices -> one MatMul and Slices
