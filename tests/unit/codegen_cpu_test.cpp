@@ -491,6 +491,42 @@ TEST(CodegenCpu, StridedLoadsReadOneSpanAndStopAtTheLastLane) {
   munmap(mem, 2 * page);
 }
 
+// A select whose condition varies across the lanes loads its arms only in
+// the lanes that take them (a depthwise convolution's border taps, read
+// unclamped): a tap one element before the buffer and one s past its end,
+// contiguous (s = 1) and stride 2, with the pages either side of the
+// buffer unmapped, are masked loads (no gather) and do not fault.
+TEST(CodegenCpu, LaneVaryingSelectLoadsOnlyTheLanesItTakes) {
+  const int64_t w = 16;
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const int64_t n = static_cast<int64_t>(page / sizeof(float));
+  char* mem = static_cast<char*>(mmap(nullptr, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(static_cast<void*>(mem), MAP_FAILED);
+  ASSERT_EQ(mprotect(mem, page, PROT_NONE), 0);
+  ASSERT_EQ(mprotect(mem + 2 * page, page, PROT_NONE), 0);
+  float* xs = reinterpret_cast<float*>(mem + page);
+  for (int64_t i = 0; i < n; ++i) xs[i] = static_cast<float>(i % 97) * 0.5f + 1.0f;
+  for (int64_t s : {1, 2}) {
+    auto x = buffer("x", DType::F32, {n}), y = buffer("y", DType::F32, {w});
+    const Expr v = var("v");
+    const Expr zero = float_imm(DType::F32, 0);
+    const Expr head = select(binary(BinaryOp::Ge, v, Expr(int64_t{1})), load(x, {v * s - 1}), zero);
+    const Expr tail = select(binary(BinaryOp::Lt, v, Expr(w - 1)), load(x, {Expr(n - 1 - (w - 2) * s) + v * s}), zero);
+    const Kernel k = kernel("edges", {x, y}, 1, {}, for_loop("v", 0, w, ForKind::Vectorized, store(y, {v}, head + tail)));
+    const std::string ir = raw_ir({k});
+    EXPECT_EQ(ir.find("gather"), std::string::npos) << ir;
+    EXPECT_NE(ir.find("llvm.masked.load"), std::string::npos) << ir;
+    auto lib = compile_kernels({k}, {});
+    std::vector<float> ys(w, -1.0f);
+    ASSERT_EQ(run_kernel(*lib, "edges", {xs, ys.data()}), 0);
+    for (int64_t i = 0; i < w; ++i) {
+      const float want = (i >= 1 ? xs[i * s - 1] : 0.0f) + (i < w - 1 ? xs[n - 1 - (w - 2) * s + i * s] : 0.0f);
+      EXPECT_EQ(ys[i], want) << "stride " << s << " lane " << i;
+    }
+  }
+  munmap(mem, 3 * page);
+}
+
 // A padded convolution's tap (the implicit GEMM's B packing): clamped,
 // divided and compared lane-varying indices are i32 lanes, and the gather
 // is the unbounded batch row (a scalar) plus a 32-bit offset, which x86

@@ -210,26 +210,64 @@ TEST(ConvDepthwise, MultiplierTwoStridedAsymmetricPads) {
                     false});
 }
 
-// The interior's columns past the last whole vector are one more vector,
-// overlapping the one before (not a scalar loop): a row of a depthwise
-// kernel has vectorized column loops and serial ones only for the border
-// columns (one each side here).
-TEST(ConvDepthwise, InteriorTailIsAnOverlappingVector) {
-  for (int64_t width : {14, 21, 7 + 2}) {
+// Rows are whole vectors, borders included: no serial column loop; the
+// vectors are the smallest power of two that holds a row, at most the
+// target's (7 -> 8 lanes, 14 -> 16, 21 -> two 16-lane vectors, the second
+// overlapping the first), and a row narrower than its vector stores under
+// a lane mask (a lane-varying If).
+TEST(ConvDepthwise, RowsAreWholeVectors) {
+  const int lanes = NestSchedule{}.cpu.vector_lanes_f32;  // what lower_single_group lowers for
+  for (int64_t width : {3, 7, 9, 14, 21, 35}) {
     auto m = build({{1, 4, 5, width}, {4, 1, 3, 3}, {{"group", Attribute::of_int(4)}, {"pads", ints({1, 1, 1, 1})}}});
     const LoweredGroup lg = testing::lower_single_group(*m);
     ASSERT_EQ(lg.schedule, "depthwise");
-    int64_t serial_columns = 0;
+    int64_t serial_columns = 0, widest = 0, masked = 0;
     loop::visit_stmt(lg.kernel.body, [&](const loop::Stmt& s) {
       int64_t n = 0;
-      if (s->kind == loop::StmtKind::For && s->var.rfind("dow", 0) == 0 && loop::as_const_int(s->extent, &n))
+      // A run of whole vectors is a serial loop over a vectorized one.
+      if (s->kind == loop::StmtKind::For && s->var.rfind("dvo", 0) == 0 && s->for_kind == loop::ForKind::Serial &&
+          loop::as_const_int(s->extent, &n) &&
+          !(s->body[0]->kind == loop::StmtKind::For && s->body[0]->for_kind == loop::ForKind::Vectorized))
         serial_columns += n;
+      if (s->kind == loop::StmtKind::For && s->for_kind == loop::ForKind::Vectorized && loop::as_const_int(s->extent, &n))
+        widest = std::max(widest, n);
+      if (s->kind == loop::StmtKind::If) ++masked;
     }, [](const loop::Expr&) {});
-    const int lanes = NestSchedule{}.cpu.vector_lanes_f32;  // what lower_single_group lowers for
-    const int64_t interior = width - 2;
-    EXPECT_EQ(serial_columns, interior >= lanes ? 2 : width) << "width " << width;
+    int64_t want = 2;
+    while (want < width && want < lanes) want *= 2;
+    EXPECT_EQ(serial_columns, 0) << "width " << width;
+    EXPECT_EQ(widest, want) << "width " << width;
+    EXPECT_EQ(masked > 0, width < want) << "width " << width;
+    expect_depthwise({{1, 4, 5, width}, {4, 1, 3, 3}, {{"group", Attribute::of_int(4)}, {"pads", ints({1, 1, 1, 1})}}});
   }
-  expect_depthwise({{1, 3, 4, 14}, {3, 1, 3, 3}, {{"group", Attribute::of_int(3)}, {"pads", ints({1, 1, 1, 1})}}});
+}
+
+// Edge shapes through the loop IR (the evaluator loads only the lanes a
+// lane-varying select takes, as the compiled code does): widths that are
+// no multiple of the vector, stride 2 with odd sizes, no padding, wide
+// and asymmetric padding, a 5x5 kernel, dilation, channel multipliers,
+// one-row and one-column outputs.
+std::vector<ConvModel> depthwise_edge_cases() {
+  const auto g = [](int64_t n) { return Attribute::of_int(n); };
+  return {
+      {{1, 3, 9, 13}, {3, 1, 3, 3}, {{"group", g(3)}, {"pads", ints({1, 1, 1, 1})}, {"strides", ints({2, 2})}}, true, relu6},
+      {{1, 2, 8, 17}, {2, 1, 3, 3}, {{"group", g(2)}}},
+      {{1, 2, 11, 23}, {4, 1, 5, 5}, {{"group", g(2)}, {"pads", ints({2, 2, 2, 2})}}, false},
+      {{1, 2, 10, 19}, {2, 1, 3, 3}, {{"group", g(2)}, {"pads", ints({0, 2, 1, 0})}, {"strides", ints({2, 1})}}},
+      {{1, 3, 12, 33}, {6, 1, 3, 3}, {{"group", g(3)}, {"pads", ints({1, 1, 1, 1})}, {"strides", ints({2, 2})}}},
+      {{1, 2, 9, 20}, {2, 1, 3, 3}, {{"group", g(2)}, {"pads", ints({2, 2, 2, 2})}, {"dilations", ints({2, 2})}}},
+      {{2, 2, 1, 16}, {2, 1, 1, 3}, {{"group", g(2)}, {"pads", ints({0, 1, 0, 1})}}},
+      {{1, 2, 6, 1}, {2, 1, 3, 1}, {{"group", g(2)}, {"pads", ints({1, 0, 1, 0})}}},
+      {{1, 4, 7, 7}, {4, 1, 3, 3}, {{"group", g(4)}, {"pads", ints({1, 1, 1, 1})}}, true, relu6},
+      {{1, 2, 14, 14}, {2, 1, 3, 3}, {{"group", g(2)}, {"pads", ints({1, 1, 1, 1})}, {"strides", ints({2, 2})}}, true, relu6},
+  };
+}
+
+TEST(ConvDepthwise, EdgeShapesMatchTheInterpreter) {
+  for (const ConvModel& c : depthwise_edge_cases()) {
+    SCOPED_TRACE(str_cat("x ", c.x.size() > 3 ? c.x[3].value() : 0, " w ", c.w[2].value(), "x", c.w[3].value()));
+    expect_depthwise(c);
+  }
 }
 
 // A kernel wider than the input: no interior column at all.
@@ -245,9 +283,11 @@ TEST(ConvDepthwise, GroupedConvIsGenericNest) {
 
 // ---- compiled (LLVM) ---------------------------------------------------------------
 
-std::vector<RtValue> run_compiled(const Model& m, const std::vector<RtValue>& in, int threads) {
+std::vector<RtValue> run_compiled(const Model& m, const std::vector<RtValue>& in, int threads,
+                                  const std::vector<Primitive>& knobs = {}) {
   DriverOptions o;
   o.threads = threads;
+  o.knobs = knobs;
   std::unique_ptr<CompiledModel> c = compile_for_cpu(m, o);
   EXPECT_TRUE(c->exe->interpreter_ops().empty());
   return c->exe->run(in);
@@ -261,14 +301,14 @@ bool bitwise_equal(const Tensor& a, const Tensor& b) {
 // each other bit for bit. The tolerance grows with K: the kernel sums in
 // f32, the interpreter in double.
 void expect_compiled_conv(const ConvModel& c, const std::map<std::string, int64_t>& dims = {},
-                          Tolerance tol = Tolerance{1e-5, 1e-5}) {
+                          Tolerance tol = Tolerance{1e-5, 1e-5}, const std::vector<Primitive>& knobs = {}) {
   auto m = build(c);
   PassOptions o;
   o.cpu = true;  // as compile_for_cpu's callers run it: constant weights get prepacked
   run_pipeline(*m, o);
   const std::vector<RtValue> in = testing::random_inputs(*m->graph, dims, 5);
   const std::vector<RtValue> want = Interpreter().run(*m->graph, in);
-  const std::vector<RtValue> one = run_compiled(*m, in, 1), two = run_compiled(*m, in, 2);
+  const std::vector<RtValue> one = run_compiled(*m, in, 1, knobs), two = run_compiled(*m, in, 2, knobs);
   ASSERT_EQ(one.size(), want.size());
   ASSERT_EQ(two.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i) {
@@ -418,6 +458,18 @@ TEST(ConvGemmCompiled, EitherOrientationByKnob) {
       ASSERT_EQ(got.size(), 1u);
       EXPECT_EQ(compare_tensors(got[0].tensor, want[0].tensor, Tolerance{1e-4, 1e-4}), "");
     }
+  }
+}
+
+// The edge shapes compiled, under every row blocking and both vector
+// widths of the tuner's space (depthwise.tile): the masked border loads
+// (contiguous and stride 2) and the masked stores of narrow rows.
+TEST(ConvDepthwiseCompiled, EdgeShapesUnderEveryTile) {
+  for (const auto& [rows, lanes] : std::vector<std::pair<int, int>>{{1, 16}, {2, 8}, {3, 16}, {4, 16}}) {
+    SCOPED_TRACE(str_cat("rows ", rows, " lanes ", lanes));
+    const std::vector<Primitive> knobs{parse_knob(str_cat("depthwise.tile.rows=", rows)),
+                                       parse_knob(str_cat("depthwise.tile.lanes=", lanes))};
+    for (const ConvModel& c : depthwise_edge_cases()) expect_compiled_conv(c, {}, Tolerance{1e-5, 1e-5}, knobs);
   }
 }
 

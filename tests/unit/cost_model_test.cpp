@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <tuple>
 
 #include <algorithm>
 #include <cmath>
@@ -193,6 +194,30 @@ TEST(CostModel, ConvolutionSpaceHoldsBothOrientations) {
   EXPECT_NE(analytical_cost_us(other, f, cpu, c), analytical_cost_us(def, f, cpu, c));
   EXPECT_EQ(schedule_features(other, f, cpu, c).back(), 0.0);
   EXPECT_EQ(schedule_features(def, f, cpu, c).back(), 1.0);
+}
+
+// A depthwise kernel's space: rows per block 1-4 and 8 or 16 lanes on an
+// AVX-512 target, each with the parallel loop on and off, all valid.
+TEST(CostModel, DepthwiseSpaceHoldsRowBlocksAndVectorWidths) {
+  const CpuInfo cpu = avx512();
+  KernelFacts f;
+  f.kind = "depthwise";
+  Schedule def;
+  def.kind = "depthwise";
+  def.get("depthwise.tile").set("rows", 2);
+  def.get("depthwise.tile").set("lanes", 16);
+  def.get("nest.parallel").set("on", 1);
+  const std::vector<Schedule> space = search_space(def, f, cpu);
+  EXPECT_EQ(space[0], def);
+  std::set<std::tuple<int64_t, int64_t, int64_t>> seen;
+  for (const Schedule& s : space) {
+    EXPECT_NO_THROW(check_schedule(s)) << print_schedule(s);
+    const Primitive* t = s.find("depthwise.tile");
+    ASSERT_TRUE(t);
+    seen.insert({t->int_attr("rows", 0), t->int_attr("lanes", 0), s.find("nest.parallel")->int_attr("on", 0)});
+  }
+  EXPECT_EQ(seen.size(), 4u * 2u * 2u);
+  EXPECT_EQ(space.size(), seen.size());
 }
 
 }  // namespace

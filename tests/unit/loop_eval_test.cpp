@@ -175,6 +175,18 @@ TEST(LoopEval, OutOfBoundsAccessThrows) {
   EXPECT_THROW(run_kernel(s, {a.data(), o.data()}, {3}), Error);
 }
 
+// Under a condition that varies across a vectorized loop's lanes (also
+// through a let) only the arm a lane takes is evaluated, as the CPU code
+// generator masks its loads.
+TEST(LoopEval, LaneVaryingSelectEvaluatesTheArmTaken) {
+  Kernel s = kernel("kernel s(in %a: f32[3], out %o: f32[4]) {\n  vectorized for i in [0, 4) {\n"
+                    "    let j = i + 1\n"
+                    "    o[i] = select(j < 4, a[i], 0.0f32) + select(i >= 1, a[i + -1], 1.0f32)\n  }\n}\n");
+  std::vector<float> a{1, 2, 3}, o(4);
+  ASSERT_EQ(run_kernel(s, {a.data(), o.data()}, {}), 0);
+  EXPECT_EQ(o, (std::vector<float>{2, 3, 5, 3}));
+}
+
 TEST(LoopEval, WrongArgumentCountsThrow) {
   Kernel k = kernel("kernel b(out %o: f32[n]) syms(n) {\n}\n");
   std::vector<float> o(3);

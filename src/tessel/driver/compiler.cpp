@@ -110,8 +110,9 @@ GroupKey group_key(const FusionGroup& g) {
 
 // Whether a convolution-like node is wide enough for the host's vectors
 // (see host_schedule): a GEMM convolution over at least 8 vectors of output
-// positions an image, a grouped (depthwise) one whose output rows hold a
-// whole vector (its kernel vectorizes along a row). False when not static.
+// positions an image, a depthwise one always (its kernel takes vectors no
+// wider than its rows), another grouped one whose output rows hold a whole
+// vector (its nest vectorizes along a row). False when not static.
 [[maybe_unused]] bool wide_enough_for(const Node& n, int lanes) {
   const Value* y = n.outputs.empty() ? nullptr : n.outputs[0];
   if (!y || !y->type.has_shape() || y->type.shape->size() < 3) return false;
@@ -121,7 +122,14 @@ GroupKey group_key(const FusionGroup& g) {
     if (!dim.is_const()) return false;
     positions *= dim.value();
   }
-  if (n.op == "Conv" && n.attr_int("group", 1) != 1) return y->type.shape->back().value() >= lanes;
+  if (n.op == "Conv" && n.attr_int("group", 1) != 1) {
+    // A depthwise kernel fits its vectors to its rows (lower/conv_depthwise.cpp).
+    const Value* w = n.inputs.size() > 1 ? n.inputs[1] : nullptr;
+    if (w && w->type.has_shape() && w->type.shape->size() == 4 && (*w->type.shape)[1].is_const() &&
+        (*w->type.shape)[1].value() == 1)
+      return true;
+    return y->type.shape->back().value() >= lanes;
+  }
   if (conv_rows_are_positions(n)) return true;  // its vectors run over the output channels
   return positions >= 8 * int64_t{lanes};
 }

@@ -19,6 +19,10 @@ struct CExpr {
   const ExprNode* node = nullptr;
   int slot = -1;    // Var
   int buffer = -1;  // Load
+  // Select: its condition varies across the lanes of a vectorized loop,
+  // where only the arm taken is evaluated (ir.h select); otherwise both
+  // are, so that an arm the CPU would load out of bounds fails here too.
+  bool lazy = false;
   std::vector<CExpr> args;
 };
 
@@ -54,7 +58,9 @@ class Compiler {
     if (s->kind == StmtKind::Store) c.buffer = buffer_index(s->buffer);
     const size_t var_mark = scope.size();
     const size_t buf_mark = visible.size();
-    if (s->kind == StmtKind::For || s->kind == StmtKind::Let) c.slot = bind(s->var);
+    const bool lanes = (s->kind == StmtKind::For && s->for_kind == ForKind::Vectorized) ||
+                       (s->kind == StmtKind::Let && lane_varying(c.exprs.at(0)));
+    if (s->kind == StmtKind::For || s->kind == StmtKind::Let) c.slot = bind(s->var, lanes);
     if (s->kind == StmtKind::Allocate) {
       c.buffer = static_cast<int>(buffers.size());
       buffers.push_back(s->buffer);
@@ -110,13 +116,23 @@ class Compiler {
     if (e->kind == ExprKind::Var) c.slot = lookup(e->name);
     if (e->kind == ExprKind::Load) c.buffer = buffer_index(e->buffer);
     for (const Expr& a : e->args) c.args.push_back(expr(a));
+    if (e->kind == ExprKind::Select) c.lazy = lane_varying(c.args[0]);
     return c;
   }
 
-  int bind(const std::string& name) {
+  int bind(const std::string& name, bool lanes = false) {
     scope.emplace_back(name, num_slots);
+    lane_slots.resize(static_cast<size_t>(num_slots) + 1);
+    lane_slots[static_cast<size_t>(num_slots)] = lanes;
     return num_slots++;
   }
+
+  bool lane_varying(const CExpr& c) const {
+    if (c.slot >= 0 && lane_slots[static_cast<size_t>(c.slot)]) return true;
+    return std::any_of(c.args.begin(), c.args.end(), [&](const CExpr& a) { return lane_varying(a); });
+  }
+
+  std::vector<bool> lane_slots;  // per slot: bound to a vectorized loop's lanes
 
   int lookup(const std::string& name) const {
     for (auto it = scope.rbegin(); it != scope.rend(); ++it)
@@ -178,6 +194,7 @@ class Machine {
       case ExprKind::Unary: return apply_unary(n.unary, eval(c.args[0]));
       case ExprKind::Binary: return apply_binary(n.binary, eval(c.args[0]), eval(c.args[1]));
       case ExprKind::Select: {
+        if (c.lazy) return eval(c.args[0]).i ? eval(c.args[1]) : eval(c.args[2]);
         Scalar cond = eval(c.args[0]), t = eval(c.args[1]), f = eval(c.args[2]);
         return cond.i ? t : f;
       }

@@ -125,6 +125,11 @@ Expr bool_imm(bool v);
 Expr var(const std::string& name, DType t = DType::I64);
 Expr unary(UnaryOp op, Expr a);
 Expr binary(BinaryOp op, Expr a, Expr b);
+// Both arms are evaluated, so both arms' loads must be in bounds (lowerings
+// clamp a padded tap's index), except under a condition that varies across
+// the lanes of a vectorized loop: there only the lanes an arm takes load
+// (the CPU code generator masks an unclamped load of a lane-varying index),
+// so that a tap in the padding may be read unclamped under its test.
 Expr select(Expr cond, Expr t, Expr f);
 // Value conversion with the reference interpreter's semantics (Tensor::cast):
 // float->int truncates toward zero, NaN gives 0, out-of-range values saturate

@@ -148,6 +148,9 @@ const std::map<std::string, PrimSpec>& specs() {
     // The generic CPU nest (lower/lower_group.h NestSchedule).
     m["nest.vector"] = {0, 0, {{"width", int_key(1, 64, true, true)}}, {"nest"}};
     m["nest.parallel"] = {0, 0, {{"on", flag()}}, {"nest", "depthwise", "gemm", "conv_gemm"}};
+    // The direct depthwise convolution (lower/conv_depthwise.cpp): output
+    // rows computed together (register blocking), the widest vector of a row.
+    m["depthwise.tile"] = {0, 0, {{"rows", int_key(1, 8, true)}, {"lanes", int_key(1, 64, true, true)}}, {"depthwise"}};
     // The packed GEMM (schedule/gemm.h GemmSchedule): tensorise to an
     // mr x nr micro-kernel of `lanes`-wide vectors, cache blocks, parallel
     // decomposition, which operand is packed per call.

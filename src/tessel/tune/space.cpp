@@ -133,6 +133,21 @@ void nest_space(const Schedule& base, const CpuInfo& cpu, bool vector, std::vect
   }
 }
 
+// The depthwise kernel's rows per block and widest vector, each with the
+// parallel loop on and off.
+void depthwise_space(const Schedule& base, const CpuInfo& cpu, std::vector<Schedule>* out) {
+  std::vector<Schedule> tiles;
+  for (int rows : {1, 2, 3, 4})
+    for (int lanes = 8; lanes <= std::max(8, cpu.vector_lanes_f32); lanes *= 2) {
+      Schedule s = base;
+      Primitive& t = s.get("depthwise.tile");
+      t.set("rows", rows);
+      t.set("lanes", lanes);
+      tiles.push_back(std::move(s));
+    }
+  for (const Schedule& t : tiles) nest_space(t, cpu, false, out);
+}
+
 }  // namespace
 
 std::vector<Schedule> search_space(const Schedule& def, const KernelFacts& f, const CpuInfo& cpu) {
@@ -140,7 +155,7 @@ std::vector<Schedule> search_space(const Schedule& def, const KernelFacts& f, co
   if (def.kind == "gemm") gemm_space(def, f, cpu, &all);
   if (def.kind == "conv_gemm") conv_space(def, f, cpu, &all);
   if (def.kind == "nest") nest_space(def, cpu, true, &all);
-  if (def.kind == "depthwise") nest_space(def, cpu, false, &all);
+  if (def.kind == "depthwise") depthwise_space(def, cpu, &all);
   std::vector<Schedule> out{def};
   for (Schedule& s : all) {
     if (s == def) continue;

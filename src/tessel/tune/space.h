@@ -13,7 +13,9 @@
 //                     tile reads whole panels, else packed.
 //   nest              the innermost loop's vector width; the parallel loop
 //                     on or off (a small kernel may not pay for a fork).
-//   depthwise         the parallel loop on or off.
+//   depthwise         output rows per register block (1-4), the widest
+//                     vector of a row (8 lanes up to the target's), the
+//                     parallel loop on or off.
 //
 // Other kinds get only their default here; the GPU kinds' spaces are in
 // tune/gpu_space.h.

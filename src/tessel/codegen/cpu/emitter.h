@@ -78,6 +78,7 @@ class KernelEmitter {
   std::optional<loop::Interval> range_of(const loop::Expr& e) const;
   bool fits_i32(const loop::Expr& e) const;
   bool lane_varying(const loop::Expr& e) const;
+  bool loads_memory(const loop::Expr& e) const;
   llvm::Value* emit_i32(const loop::Expr& e);
   Val narrow_index(const loop::Expr& e);
 
@@ -119,6 +120,9 @@ class KernelEmitter {
   int lanes_ = 0;
   std::string lane_var_;
   llvm::Value* mask_ = nullptr;
+  // The lanes of the select arms being emitted (null: all), which loads
+  // with unclamped indices honour (emit_load).
+  llvm::Value* arm_mask_ = nullptr;
 };
 
 }  // namespace tessel::cpu::detail

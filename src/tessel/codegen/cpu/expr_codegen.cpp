@@ -58,8 +58,27 @@ Val KernelEmitter::emit_expr(const Expr& e) {
     case ExprKind::Binary: return emit_binary_expr(e);
     case ExprKind::Select: {
       llvm::Value* c = emit_expr(n.args[0]).v;
-      llvm::Value* t = emit_expr(n.args[1]).v;
-      llvm::Value* f = emit_expr(n.args[2]).v;
+      // A lane-varying select runs each arm that loads under its lanes'
+      // mask (arm_mask_, see emit_load): the loads of the lanes the other
+      // arm takes do not touch memory (a depthwise convolution's border
+      // taps read past the row unclamped).
+      llvm::Value* t = nullptr;
+      llvm::Value* f = nullptr;
+      if (lanes_of(c) != 0) {
+        llvm::Value* outer = arm_mask_;
+        if (loads_memory(n.args[1])) arm_mask_ = outer ? b_.CreateAnd(outer, c) : c;
+        t = emit_expr(n.args[1]).v;
+        arm_mask_ = outer;
+        if (loads_memory(n.args[2])) {
+          llvm::Value* not_c = b_.CreateNot(c);
+          arm_mask_ = outer ? b_.CreateAnd(outer, not_c) : not_c;
+        }
+        f = emit_expr(n.args[2]).v;
+        arm_mask_ = outer;
+      } else {
+        t = emit_expr(n.args[1]).v;
+        f = emit_expr(n.args[2]).v;
+      }
       match_lanes(b_, t, f);
       if (lanes_of(c) != 0) {
         t = splat(b_, t, lanes_of(c));
@@ -113,6 +132,13 @@ Val KernelEmitter::emit_call_expr(const ExprNode& n) {
     args.push_back(emit_expr(a).v);
   }
   return varying(emit_intrinsic(b_, n.name, n.dtype, arg_type, std::move(args)));
+}
+
+bool KernelEmitter::loads_memory(const Expr& e) const {
+  if (e->kind == ExprKind::Load) return true;
+  for (const Expr& a : e->args)
+    if (loads_memory(a)) return true;
+  return false;
 }
 
 // ---- 32-bit index arithmetic ------------------------------------------------------

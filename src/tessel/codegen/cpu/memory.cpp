@@ -1,12 +1,14 @@
 // Loads and stores: row-major flattening, and the choice between a scalar
 // access, one contiguous vector access, a short-stride span and a shuffle
 // (loads), and a gather/scatter when widening.
+#include <algorithm>
 #include <functional>
 #include <utility>
 
 #include "tessel/codegen/cpu/emitter.h"
 #include "tessel/codegen/cpu/llvm_types.h"
 #include "tessel/loop/affine.h"
+#include "tessel/loop/visit.h"
 #include "tessel/support/error.h"
 
 namespace tessel::cpu::detail {
@@ -96,7 +98,39 @@ llvm::Value* KernelEmitter::all_lanes_mask() const {
 // and a shuffle rather than a gather (emit_load).
 constexpr int64_t kMaxShuffledStride = 4;
 
+namespace {
+
+bool clamped(const std::vector<loop::Expr>& indices) {
+  bool any = false;
+  for (const loop::Expr& i : indices)
+    loop::visit_expr(i, [&](const loop::Expr& e) {
+      any = any || (e->kind == loop::ExprKind::Binary &&
+                    (e->binary == loop::BinaryOp::Min || e->binary == loop::BinaryOp::Max));
+    });
+  return any;
+}
+
+}  // namespace
+
+// Under a select arm's lanes (arm_mask_) a load reads only those lanes,
+// unless its indices are clamped: lowerings clamp an index that the other
+// arm's lanes would take out of bounds, and masking such a gather only
+// costs (LLVM then keeps its offsets in 64-bit lanes); nor is a load of one
+// element for every lane (a masked one is a gather).
 Val KernelEmitter::emit_load(const loop::ExprNode& n) {
+  const auto varies = [&] {
+    return std::any_of(n.args.begin(), n.args.end(), [&](const loop::Expr& i) { return lane_varying(i); });
+  };
+  if (arm_mask_ && !clamped(n.args) && varies()) {
+    llvm::Value* outer = mask_;
+    llvm::Value* arm = arm_mask_;
+    mask_ = outer ? b_.CreateAnd(outer, arm) : arm;
+    arm_mask_ = nullptr;
+    Val v = emit_load(n);
+    arm_mask_ = arm;
+    mask_ = outer;
+    return v;
+  }
   const loop::Buffer& buf = *n.buffer;
   Val idx = flat_index(buf, n.args);
   llvm::Value* base = buffer(buf).base;
@@ -117,18 +151,27 @@ Val KernelEmitter::emit_load(const loop::ExprNode& n) {
       load->setAlignment(align);
       stored = load;
     }
-  } else if (idx.base && !mask_ && idx.stride >= 2 && idx.stride <= kMaxShuffledStride) {
+  } else if (idx.base && idx.stride >= 2 && idx.stride <= kMaxShuffledStride) {
     // Lanes s apart (a stride-2 convolution's taps): one load of the s * L
     // elements they span, the tail past the last lane's element masked off
     // (so nothing beyond it is read), and a shuffle of every s-th. A gather
     // costs about a load per lane: MobileNet's stride-2 depthwise
-    // convolutions did nine a vector.
+    // convolutions did nine a vector. Under a lane mask only the elements
+    // of active lanes are read.
     const int64_t s = idx.stride;
     const int wide = static_cast<int>(s) * lanes_;
     std::vector<llvm::Constant*> live;
     for (int i = 0; i < wide; ++i) live.push_back(b_.getInt1(i <= (lanes_ - 1) * s));
+    llvm::Value* span_mask = llvm::ConstantVector::get(live);
+    if (mask_) {
+      // wide lane i = s * l reads for lane l; the others read nothing
+      std::vector<int> spread;
+      for (int i = 0; i < wide; ++i) spread.push_back(i % s == 0 ? static_cast<int>(i / s) : lanes_);
+      llvm::Value* none = llvm::ConstantInt::getFalse(with_lanes(b_.getInt1Ty(), lanes_));
+      span_mask = b_.CreateShuffleVector(mask_, none, spread);
+    }
     llvm::Value* span = b_.CreateMaskedLoad(with_lanes(st, wide), b_.CreateGEP(st, base, idx.base), align,
-                                            llvm::ConstantVector::get(live), llvm::PoisonValue::get(with_lanes(st, wide)));
+                                            span_mask, llvm::PoisonValue::get(with_lanes(st, wide)));
     std::vector<int> every;
     for (int l = 0; l < lanes_; ++l) every.push_back(static_cast<int>(l * s));
     stored = b_.CreateShuffleVector(span, every);
