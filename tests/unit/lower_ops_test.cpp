@@ -10,6 +10,8 @@
 
 #include "lower_test_util.h"
 #include "tessel/ir/builder.h"
+#include "tessel/loop/printer.h"
+#include "tessel/runtime/executable.h"
 
 namespace tessel {
 namespace {
@@ -100,6 +102,61 @@ TEST(LowerOps, LpPoolAndGlobalPools) {
     expect_compiled("LpPool", {{1, 2, 5, 4}}, {{"kernel_shape", ints({2, 2})}, {"p", i(p)}, {"pads", ints({1, 0, 0, 1})}});
   for (const char* op : {"GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool"})
     expect_compiled(op, {{2, 3, 5, 19}});
+}
+
+// A window's reduction per output element (pooling, a reduction over a
+// non-innermost axis) runs inside the vectorized loop over the output's
+// last dim, each lane with its own accumulator (an Allocate of one element
+// per lane around the loop), instead of leaving that loop serial (which LLVM
+// then vectorized with a gather per tap). Evaluated and compiled, against
+// the interpreter: max exactly, the average within rounding. The widths
+// leave tails (19 columns: 2 lanes and one scalar element; 40: 8 lanes) that
+// run as narrower vectors, not as a masked one (whose loads gather).
+TEST(LowerOps, WindowReductionsRunInTheVectorizedLoop) {
+  struct Case {
+    const char* op;
+    Shape x;
+    Attrs attrs;
+  };
+  const std::vector<Case> cases{
+      {"MaxPool", {1, 3, 20, 37}, {{"kernel_shape", ints({3, 3})}, {"strides", ints({2, 2})}, {"pads", ints({1, 1, 1, 1})}}},
+      {"AveragePool", {1, 2, 9, 40}, {{"kernel_shape", ints({3, 2})}, {"pads", ints({1, 0, 1, 1})}}},
+      {"ReduceMax", {1, 6, 5, 40}, {{"keepdims", i(1)}}},  // over axis 1 (an input)
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.op);
+    Model m;
+    GraphBuilder b(m);
+    std::vector<Value*> args{b.op("Relu", {b.input("x", DType::F32, c.x)})};
+    if (std::string(c.op) == "ReduceMax") args.push_back(b.const_i64({1}));
+    b.output(b.op(c.op, args, c.attrs));
+    auto probe = testing::clone(m);
+    const LoweredGroup lg = testing::lower_single_group(*probe);
+    size_t taps_in_lanes = 0, lane_accs = 0, masked = 0;
+    std::function<void(const loop::Stmt&, bool)> walk = [&](const loop::Stmt& st, bool in_lanes) {
+      if (st->kind == loop::StmtKind::For && in_lanes && st->for_kind == loop::ForKind::Serial) ++taps_in_lanes;
+      if (st->kind == loop::StmtKind::If && in_lanes) ++masked;
+      if (st->kind == loop::StmtKind::Allocate && st->buffer->shape.size() == 1 &&
+          !loop::is_const(st->buffer->shape[0], 1))
+        ++lane_accs;
+      const bool lanes = in_lanes || (st->kind == loop::StmtKind::For && st->for_kind == loop::ForKind::Vectorized);
+      for (const loop::Stmt& child : st->body) walk(child, lanes);
+    };
+    walk(lg.kernel.body, false);
+    EXPECT_GT(taps_in_lanes, 0u) << loop::print(lg.kernel);
+    EXPECT_GT(lane_accs, 0u);
+    EXPECT_EQ(masked, 0u) << loop::print(lg.kernel);
+    const std::vector<RtValue> in = testing::random_inputs(*m.graph, {}, 3);
+    const std::vector<RtValue> want = Interpreter().run(*m.graph, in);
+    EXPECT_EQ(expect_lowered_matches(m, {}).interpreted, 0u);
+#ifdef TESSEL_HAVE_CODEGEN_CPU
+    DriverOptions o;
+    o.threads = 2;
+    const std::vector<RtValue> got = compile_for_cpu(m, o)->exe->run(in);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(compare_tensors(got[0].tensor, want[0].tensor, Tolerance{1e-6, 1e-6}), "");
+#endif
+  }
 }
 
 // ---- losses --------------------------------------------------------------------------

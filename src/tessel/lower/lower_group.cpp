@@ -26,6 +26,64 @@ Expr NodeContext::reduce(ReduceOp op, Expr init, const Idx& extents, const std::
 }
 void NodeContext::check(Expr cond, const std::string& message) { gl_.check(std::move(cond), message); }
 
+namespace {
+
+bool one_element_local(const loop::BufferRef& b) {
+  return b->scope == loop::BufferScope::Local && b->shape.size() == 1 && loop::is_const(b->shape[0], 1);
+}
+
+// Whether the per-element statements `body` of an output loop over `var`
+// may run with that loop vectorized: their loops are serial with bounds
+// that do not vary with `var` (every lane runs them the same number of
+// times) and they allocate only one-element accumulators (which per_lane
+// gives each lane its own). A pooling window's reduction is such a body.
+bool lanes_can_run(const Stmt& body, const std::string& var) {
+  bool ok = true;
+  loop::visit_stmt(
+      body,
+      [&](const Stmt& s) {
+        if (s->kind == loop::StmtKind::For)
+          ok = ok && s->for_kind == loop::ForKind::Serial && !loop::mentions_var(s->min, var) &&
+               !loop::mentions_var(s->extent, var);
+        if (s->kind == loop::StmtKind::Allocate) ok = ok && one_element_local(s->buffer);
+        ok = ok && s->kind != loop::StmtKind::Contract && s->kind != loop::StmtKind::Attention;
+      },
+      [](const Expr&) {});
+  return ok;
+}
+
+// `body` with each one-element Local buffer it allocates made `w` elements,
+// one per lane: its accesses [0] read and write [lane], and its Allocate
+// moves out, to `moved` (the vectorized loop cannot hold one scalar that
+// every lane writes).
+Stmt per_lane(const Stmt& body, const Expr& lane, int64_t w, std::map<const loop::Buffer*, loop::BufferRef>* moved) {
+  const std::function<Expr(const Expr&)> fe = [&](const Expr& e) {
+    Expr x = loop::map_args(e, fe);
+    if (x->kind != loop::ExprKind::Load) return x;
+    auto it = moved->find(x->buffer.get());
+    return it == moved->end() ? x : loop::load(it->second, {lane});
+  };
+  const std::function<Stmt(const Stmt&)> fs = [&](const Stmt& s) -> Stmt {
+    if (s->kind == loop::StmtKind::Allocate && one_element_local(s->buffer)) {
+      if (!moved->count(s->buffer.get())) {  // (a second copy of the body shares the first's)
+        auto wide = std::make_shared<loop::Buffer>(*s->buffer);
+        wide->name += "_lanes";
+        wide->shape = {Expr(w)};
+        (*moved)[s->buffer.get()] = wide;
+      }
+      return fs(s->body[0]);
+    }
+    if (s->kind == loop::StmtKind::Store) {
+      auto it = moved->find(s->buffer.get());
+      if (it != moved->end()) return loop::store(it->second, {lane}, fe(s->value));
+    }
+    return loop::map_stmt(s, fe, fs);
+  };
+  return fs(body);
+}
+
+}  // namespace
+
 Expr scalar_immediate(const Tensor& t) {
   if (is_float(t.dtype())) return loop::float_imm(t.dtype(), t.get_f64(0));
   if (t.dtype() == DType::U64) return loop::int_imm(t.dtype(), static_cast<int64_t>(t.get_u64(0)));
@@ -227,11 +285,46 @@ Stmt GroupLowerer::inner_loop(const std::string& var, const Expr& min, const Exp
   const std::string vo = fresh("vo"), vi = fresh("vi");
   Expr main = loop::floordiv(extent, Expr(w));
   Expr at = min + loop::var(vo) * Expr(w) + loop::var(vi);
-  Stmt vec = loop::for_loop(vo, Expr(0), main,loop::ForKind::Serial,
-                            loop::for_loop(vi, Expr(0), Expr(w), loop::ForKind::Vectorized,
-                                           loop::substitute(body, {{var, at}})));
-  Stmt tail = loop::for_loop(var, min + main * Expr(w), extent - main * Expr(w), loop::ForKind::Serial, body);
-  return loop::seq({vec, tail});
+  std::map<const loop::Buffer*, loop::BufferRef> lane_accs;
+  // (Loops and lets of the body renamed: the scalar tail keeps the originals.)
+  std::set<std::string> taken = loop::names_in(body);
+  Stmt lanes = per_lane(loop::rename_bound(loop::substitute(body, {{var, at}}), "_v", &taken), loop::var(vi), w,
+                        &lane_accs);
+  Stmt vec = loop::for_loop(vo, Expr(0), main, loop::ForKind::Serial,
+                            loop::for_loop(vi, Expr(0), Expr(w), loop::ForKind::Vectorized, lanes));
+  if (lane_accs.empty()) {
+    Stmt tail = loop::for_loop(var, min + main * Expr(w), extent - main * Expr(w), loop::ForKind::Serial, body);
+    return loop::seq({vec, tail});
+  }
+  // With per-element statements the tail must be vectors too: as a scalar
+  // loop LLVM unrolled each element's window and ran it in scalar code (a
+  // pooling row's last 8 of 56 columns took longer than the other 48). A
+  // constant remainder runs as narrower vectors, 8 then 4 then 2 lanes, and
+  // at most one scalar element; any other as one more vector whose lanes
+  // past the extent are masked off (their loads then gather).
+  std::vector<Stmt> parts{vec};
+  const auto tail_vector = [&](const Expr& start, int64_t lanes, const Expr& cond) {
+    const std::string ti = fresh("ti");
+    const Expr pos = start + loop::var(ti);
+    Stmt b = per_lane(loop::rename_bound(loop::substitute(body, {{var, min + pos}}), "_t", &taken), loop::var(ti), w,
+                      &lane_accs);
+    if (cond.defined()) b = loop::if_then(loop::binary(loop::BinaryOp::Lt, pos, cond), b);
+    parts.push_back(loop::for_loop(ti, Expr(0), Expr(lanes), loop::ForKind::Vectorized, b));
+  };
+  if (loop::as_const_int(extent, &n)) {
+    int64_t at = n / w * w;
+    for (int64_t lanes = w / 2; lanes >= 2; lanes /= 2)
+      if (n - at >= lanes) {
+        tail_vector(Expr(at), lanes, Expr());
+        at += lanes;
+      }
+    if (at < n) parts.push_back(loop::for_loop(var, min + Expr(at), Expr(n - at), loop::ForKind::Serial, body));
+  } else {
+    tail_vector(main * Expr(w), w, extent);
+  }
+  Stmt all = loop::seq(parts);
+  for (const auto& [old, wide] : lane_accs) all = loop::allocate(wide, all);
+  return all;
 }
 
 LoweredGroup GroupLowerer::run() {
@@ -280,8 +373,12 @@ LoweredGroup GroupLowerer::run() {
   if (r == 0) {
     body = close_level(0, {st});
   } else {
-    const bool vectorizable = levels_[2].stmts.empty() && levels_[2].allocs.empty();
-    Stmt inner = inner_loop(inner_var, inner_min, inner_extent, close_level(2, {st}), vectorizable);
+    // Per-element statements (a pooling window's reduction) run in the
+    // vectorized loop too, each lane with its own accumulator: before, such
+    // a loop stayed serial and LLVM vectorized it with a gather per tap.
+    const Stmt element = close_level(2, {st});
+    const bool vectorizable = lanes_can_run(element, inner_var);
+    Stmt inner = inner_loop(inner_var, inner_min, inner_extent, element, vectorizable);
     Stmt row = close_level(1, {inner});
     for (auto it = lets.rbegin(); it != lets.rend(); ++it) row = loop::let(it->first, it->second, row);
     const loop::ForKind kind = sched_.parallel ? loop::ForKind::Parallel : loop::ForKind::Serial;
