@@ -1,5 +1,7 @@
 #include "tessel/driver/tuning.h"
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -57,6 +59,58 @@ void TuningRecorder::record(const KernelTuning& k) {
   r.kernel_name = k.name;
   r.trials = static_cast<int64_t>(k.trials.size());
   TuningDatabase::open(path_).record(r);
+}
+
+namespace {
+
+// Milliseconds of each of `n` runs of `exe` on `inputs`, appended to `out`.
+void time_runs(const Executable& exe, const std::vector<RtValue>& inputs, int n, std::vector<double>* out) {
+  for (int i = 0; i < n; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    exe.run(inputs);
+    out->push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+}
+
+}  // namespace
+
+WholeModelCheck check_on_whole_model(const Model& m, const std::vector<RtValue>& inputs, const DriverOptions& o,
+                                     const ScheduleLookup& base, const std::vector<KernelTuning>& kernels,
+                                     double seconds) {
+  WholeModelCheck c;
+  std::map<std::string, std::pair<std::string, Schedule>> won;  // default hash -> kind, schedule
+  for (const KernelTuning& k : kernels)
+    if (k.improved && !k.hash.empty()) won[k.hash] = {k.kind, k.best};
+  if (won.empty()) return c;
+  LowerOptions before, tuned;
+  // An empty lookup would make compile_for_cpu read o's --tuning-db instead.
+  before.schedules = base ? base : ScheduleLookup([](const std::string&, const std::string&) {
+    return std::optional<Schedule>();
+  });
+  tuned.schedules = [won, b = before.schedules](const std::string& hash, const std::string& kind) {
+    auto it = won.find(hash);
+    if (it != won.end() && it->second.first == kind) return std::optional<Schedule>(it->second.second);
+    return b(hash, kind);
+  };
+  DriverOptions q = o;
+  q.progress = {};  // none
+  const std::unique_ptr<CompiledModel> a = compile_for_cpu(m, q, before), b = compile_for_cpu(m, q, tuned);
+  std::vector<double> warm, ta, tb;
+  time_runs(*a->exe, inputs, 2, &warm);
+  time_runs(*b->exe, inputs, 2, &warm);
+  constexpr int kRounds = 5;
+  const double one_ms = std::max(1e-3, median_of(warm));
+  const int n = static_cast<int>(std::clamp(seconds * 1e3 / (2 * kRounds * one_ms), 2.0, 50.0));
+  for (int r = 0; r < kRounds; ++r) {
+    time_runs(*a->exe, inputs, n, &ta);
+    time_runs(*b->exe, inputs, n, &tb);
+  }
+  c.ran = true;
+  c.runs = n * kRounds;
+  c.before_ms = median_of(ta);
+  c.tuned_ms = median_of(tb);
+  c.keep = c.tuned_ms <= c.before_ms;
+  return c;
 }
 
 ScheduleLookup tuning_db_lookup(const std::string& path, const std::string& fingerprint, std::ostream* log) {

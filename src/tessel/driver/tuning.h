@@ -40,6 +40,24 @@ class TuningRecorder {
   std::string path_, fingerprint_;
 };
 
+// The whole model timed with and without a tuning run's schedules (CPU):
+// each kernel is tuned alone, back to back on its own inputs, and a set of
+// winners can still make the model slower (caches colder between kernels
+// than between repeats of one). `before` is what a compile used until now
+// (`base`: the database's records, none when empty); `tuned` adds the
+// run's improved kernels over it.
+struct WholeModelCheck {
+  bool ran = false;   // false: no kernel improved, nothing to confirm
+  double before_ms = 0, tuned_ms = 0;
+  int runs = 0;       // timed runs of each, in alternating rounds
+  bool keep = true;   // the tuned model is no slower than before
+};
+// Compiles `m` (after the pass pipeline) both ways and times them in five
+// alternating rounds after a warm-up, about `seconds` in all; medians.
+WholeModelCheck check_on_whole_model(const Model& m, const std::vector<RtValue>& inputs, const DriverOptions& o,
+                                     const ScheduleLookup& base, const std::vector<KernelTuning>& kernels,
+                                     double seconds = 4);
+
 // A lookup of the records of `fingerprint` and this version in the database
 // at `path`, by kernel hash and kind (a record of another kind under the
 // same hash is another kernel: not used, with a warning). The file is read

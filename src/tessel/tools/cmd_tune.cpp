@@ -5,6 +5,7 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 
@@ -91,14 +92,32 @@ int cmd_tune(const TuneArgs& a, const CommonArgs& c) {
     TS_CHECK(trials.good(), "--trials-out: cannot write ", a.trials_out);
   }
   TuningRecorder recorder(db_path, host_fingerprint(o.target, t.threads));
+  // CPU: the records wait for the whole-model check (below); the GPU tuner
+  // confirms its winners itself, and its records go in as they come.
   const auto on_kernel = [&](const KernelTuning& k) {
-    recorder.record(k);
+    if (cuda) recorder.record(k);
     if (trials.is_open())
       for (const TuneTrial& tr : k.trials) trials << json_line(trial_json(k, tr)) << "\n";
   };
   auto previous = std::signal(SIGINT, on_interrupt);
   const TuneReport r = cuda ? tune_for_cuda(*m, inputs, t, on_kernel) : tune_for_cpu(*m, inputs, t, on_kernel);
   std::signal(SIGINT, previous);
+  // The model with this run's winners against the model as it compiled
+  // before (the database's records): kept only when it is no slower.
+  WholeModelCheck check;
+  if (!cuda) {
+    DriverOptions before = o;
+    before.tuning_db = db_path;
+    before.log = &std::cerr;
+    const ScheduleLookup base = std::filesystem::exists(db_path) ? lower_options(before).schedules : ScheduleLookup();
+    check = check_on_whole_model(*m, inputs, o, base, r.kernels);
+    if (check.keep)
+      for (const KernelTuning& k : r.kernels) recorder.record(k);
+    else
+      std::cerr << "warning: tune: the whole model is slower with this run's schedules (" << check.tuned_ms
+                << " ms against " << check.before_ms << " ms, medians of " << check.runs
+                << " alternating runs each): its records are not kept\n";
+  }
 
   size_t improved = 0, measured = 0, wrong = 0;
   for (const KernelTuning& k : r.kernels) {
@@ -120,6 +139,14 @@ int cmd_tune(const TuneArgs& a, const CommonArgs& c) {
     j["wrong"] = wrong;
     j["default_kernel_us"] = r.default_total_us;
     j["tuned_kernel_us"] = r.tuned_total_us;
+    if (check.ran) {
+      Json w = Json::object();
+      w["before_ms"] = check.before_ms;
+      w["tuned_ms"] = check.tuned_ms;
+      w["runs"] = check.runs;
+      w["kept"] = check.keep;
+      j["whole_model"] = w;
+    }
     std::cout << json_line(j) << "\n";
   } else {
     std::printf("tuned %s in %.0f s%s: %zu kernels, %zu improved, %zu candidates measured, %zu wrong discarded\n",
@@ -127,6 +154,9 @@ int cmd_tune(const TuneArgs& a, const CommonArgs& c) {
                 measured, wrong);
     std::printf("kernel time (sum of medians x uses): %.0f us -> %.0f us (%.2fx); records in %s\n",
                 r.default_total_us, r.tuned_total_us, ratio, db_path.c_str());
+    if (check.ran)
+      std::printf("whole model: %.3f ms -> %.3f ms (medians of %d alternating runs each): records %s\n",
+                  check.before_ms, check.tuned_ms, check.runs, check.keep ? "kept" : "not kept");
   }
   return r.interrupted ? 130 : 0;
 }
