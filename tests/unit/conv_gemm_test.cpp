@@ -7,9 +7,11 @@
 
 #include <cstring>
 #include <random>
+#include <set>
 
 #include "lower_test_util.h"
 #include "tessel/ir/builder.h"
+#include "tessel/loop/printer.h"
 #include "tessel/loop/visit.h"
 #include "tessel/runtime/executable.h"
 
@@ -327,6 +329,33 @@ TEST(ConvGemmCompiled, ResNetLikeBlock) {
 TEST(ConvGemmCompiled, PointwiseAndStridedWithSymbolicBatch) {
   expect_compiled_conv({{Dim::sym("N"), 24, 9, 11}, {20, 24, 1, 1}, {}}, {{"N", 3}});
   expect_compiled_conv({{1, 5, 23, 21}, {9, 5, 3, 3}, {{"pads", ints({1, 0, 1, 2})}, {"strides", ints({2, 2})}}});
+}
+
+// A strided conv whose output rows are whole vectors (OW = 32, a multiple
+// of the 16 lanes): B's packing splits each position into its row and
+// column by floordiv/floormod, which gemm_nest folds over the lanes' range,
+// so that no division varies across the lanes (their reads are a stride-2
+// span, not a gather). Compiled, it matches the interpreter.
+TEST(ConvGemm, StridedPackingHasNoDivisionAcrossTheLanes) {
+  const ConvModel c{{1, 3, 65, 65}, {16, 3, 3, 3}, {{"strides", ints({2, 2})}}};
+  auto m = build(c);
+  const LoweredGroup lg = testing::lower_single_group(*m);
+  ASSERT_EQ(lg.schedule, "conv_gemm");
+  ASSERT_EQ(lg.sched.find("conv.gemm")->attr("rows"), "channels");
+  std::set<std::string> lanes;
+  loop::visit_stmt(lg.kernel.body, [&](const loop::Stmt& s) {
+    if (s->kind == loop::StmtKind::For && s->for_kind == loop::ForKind::Vectorized) lanes.insert(s->var);
+  }, [](const loop::Expr&) {});
+  size_t divisions = 0;
+  const size_t stores = testing::for_each_store_expr(lg.kernel.body, "bpack", [&](const loop::Expr& e) {
+    if (e->kind != loop::ExprKind::Binary ||
+        (e->binary != loop::BinaryOp::FloorDiv && e->binary != loop::BinaryOp::FloorMod))
+      return;
+    for (const std::string& l : lanes) divisions += loop::mentions_var(e, l);
+  });
+  EXPECT_GT(stores, 0u);
+  EXPECT_EQ(divisions, 0u) << loop::print(lg.kernel);
+  expect_compiled_conv(c);
 }
 
 // ---- output positions as the GEMM's rows -----------------------------------------

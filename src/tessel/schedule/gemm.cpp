@@ -150,7 +150,14 @@ class GemmBuilder {
       const std::string xv = split ? fresh(pk.tag + "xv") : "";
       Expr kk = loop::var(k);
       Expr xx = split ? loop::var(xv) * Expr(piece) + loop::var(x) : loop::var(x);
-      Stmt put = loop::store(pk.buf, {p, kk, xx}, pk.value(k0_ + kk, x0 + xx));
+      // Folded over the lanes' range: a convolution's position p is split
+      // into its row and column by floordiv/floormod(p, OW); where OW is a
+      // multiple of the piece (MobileNet's stem: 112 = 7 x 16), a piece never
+      // crosses a row, and floordiv(16 q + x, 112) => floordiv(q, 7) leaves
+      // the lanes' reads affine (vector or span loads, not a gather).
+      loop::Bounds lanes{{x, {0, piece - 1}}};
+      if (split) lanes[xv] = {0, pk.width / piece - 1};
+      Stmt put = loop::store(pk.buf, {p, kk, xx}, loop::fold_affine(pk.value(k0_ + kk, x0 + xx), lanes));
       if (edge) put = loop::if_then(lt(x0 + xx, pk.limit), put, loop::store(pk.buf, {p, kk, xx}, f32_zero()));
       Stmt row = split ? loop::for_loop(xv, 0, pk.width / piece, ForKind::Unrolled,
                                         loop::for_loop(x, 0, piece, pk.lane_kind, put))
