@@ -461,6 +461,27 @@ TEST(CodegenCpu, GatherScatterAndReversedLocal) {
   }
 }
 
+// Read through a reshape, a [4, 14] buffer indexed by (floordiv(t, 14),
+// floormod(t, 14)) for consecutive t is contiguous: its flat index folds to
+// t (loop/affine.h) and the access is one vector load and one vector store,
+// not a gather and a scatter; across rows 0 and 1 included (t = 8..23).
+TEST(CodegenCpu, ReshapedIndicesThatCancelAreContiguous) {
+  const int64_t w = 16;
+  auto x = buffer("x", DType::F32, {4, 14}), y = buffer("y", DType::F32, {4, 14});
+  Expr t = var("t") + int64_t{8};
+  const std::vector<Expr> at{floordiv(t, Expr(int64_t{14})), floormod(t, Expr(int64_t{14}))};
+  Stmt body = for_loop("t", 0, w, ForKind::Vectorized, store(y, at, load(x, at) * float_imm(DType::F32, 3)));
+  const Kernel k = kernel("reshaped", {x, y}, 1, {}, body);
+  const std::string ir = raw_ir({k});
+  EXPECT_EQ(ir.find("gather"), std::string::npos) << ir;
+  EXPECT_EQ(ir.find("scatter"), std::string::npos) << ir;
+  auto lib = compile_kernels({k}, {});
+  std::vector<float> xs(56), ys(56, -1.0f);
+  for (int i = 0; i < 56; ++i) xs[i] = static_cast<float>(i) + 0.5f;
+  ASSERT_EQ(run_kernel(*lib, "reshaped", {xs.data(), ys.data()}), 0);
+  for (int i = 0; i < 56; ++i) EXPECT_EQ(ys[i], i >= 8 && i < 24 ? xs[i] * 3 : -1.0f) << i;
+}
+
 // Lanes 2, 3 or 4 elements apart (a stride-2 convolution's taps) are read as
 // one span, masked past the last lane's element, and a shuffle, not a
 // gather; the buffer here ends at a guard page, so a read beyond that

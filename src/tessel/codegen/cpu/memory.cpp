@@ -87,6 +87,19 @@ Val KernelEmitter::flat_index(const loop::Buffer& buf, const std::vector<loop::E
     if (!(k && k->isOne())) term = index_mul(term, scalar(stride));
     flat = d == 0 ? term : index_add(flat, term, false);
   }
+  // Read through a reshape, the dims' indices divide and take remainders
+  // that cancel in the flat index (floordiv(t, 14) * 14 + floormod(t, 14)
+  // is t), but each dim's term varies across the lanes in no affine way and
+  // the access would gather. The flat index folded (loop/affine.h) may be
+  // affine again: then one vector load or store.
+  if (lanes_ > 0 && !flat.base)
+    if (const std::optional<loop::Expr> whole = loop::constant_flat_index(buf, indices)) {
+      const loop::Expr folded = loop::fold_affine(*whole);
+      if (loop::affine_form(folded)) {
+        Val f = emit_expr(folded);
+        if (f.base) return f;
+      }
+    }
   return flat;
 }
 
