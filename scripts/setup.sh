@@ -12,6 +12,7 @@ APT_PACKAGES=(
   libgtest-dev libbenchmark-dev libcli11-dev
   nlohmann-json3-dev                    # the CLI's --json output
   clang-19 libclang-rt-19-dev           # libFuzzer target for the loader
+  chromium                              # tessel report's test in a headless browser (tests/report)
 )
 
 missing=()

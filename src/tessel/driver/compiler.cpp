@@ -431,11 +431,13 @@ std::unique_ptr<CompiledModel> compile_for_cpu(const Model& m, const DriverOptio
 #endif
 }
 
-std::string emit_cpu_llvm_ir(const CompiledModel& c) {
+std::string emit_cpu_llvm_ir(const CompiledModel& c) { return emit_cpu_llvm_ir(c.kernels()); }
+
+std::string emit_cpu_llvm_ir(const std::vector<loop::Kernel>& kernels) {
 #ifdef TESSEL_HAVE_LLVM
-  return cpu::emit_llvm_ir(c.kernels(), cpu::CodegenOptions{});
+  return cpu::emit_llvm_ir(kernels, cpu::CodegenOptions{});
 #else
-  (void)c;
+  (void)kernels;
   fail("this tessel was built without the LLVM CPU code generator");
 #endif
 }

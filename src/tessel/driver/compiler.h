@@ -124,6 +124,9 @@ std::vector<Step> build_steps(const CompiledModel& c, const std::function<Kernel
 
 // Text forms for `tessel inspect --emit llvm|asm`.
 std::string emit_cpu_llvm_ir(const CompiledModel& c);
+// The LLVM IR of these kernels alone (tessel report: c.unique_kernels, so
+// that the repeated layers of a model are optimised once).
+std::string emit_cpu_llvm_ir(const std::vector<loop::Kernel>& kernels);
 std::string emit_cpu_asm(const CompiledModel& c);
 
 }  // namespace tessel

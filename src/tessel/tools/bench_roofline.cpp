@@ -1,9 +1,12 @@
 #include "tessel/tools/bench_roofline.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <optional>
 
 #include "tessel/driver/ceilings_json.h"
+#include "tessel/interp/interpreter.h"
+#include "tessel/support/error.h"
 
 namespace tessel::cli {
 
@@ -20,6 +23,65 @@ std::string padded(const std::string& s, int width) {
 }
 
 }  // namespace
+
+double quantile(const std::vector<double>& sorted, double q) {
+  const double pos = q * static_cast<double>(sorted.size() - 1);
+  const size_t lo = static_cast<size_t>(pos);
+  const size_t hi = std::min(lo + 1, sorted.size() - 1);
+  return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - static_cast<double>(lo));
+}
+
+std::string step_label(const Step& s) {
+  if (!s.kernel) return str_cat("interpreter ", s.interp->describe());
+  std::string ops;
+  for (const Node* n : s.kernel->nodes) ops += (ops.empty() ? "" : ",") + n->op;
+  return str_cat(s.kernel->name, " [", ops, "]");
+}
+
+std::map<std::string, int64_t> input_bindings(const Graph& g, const std::vector<RtValue>& inputs) {
+  std::map<std::string, int64_t> bindings;
+  for (size_t i = 0; i < inputs.size() && i < g.inputs.size(); ++i)
+    check_value_matches(inputs[i], g.inputs[i]->type, g.inputs[i]->name, &bindings);
+  return bindings;
+}
+
+std::vector<ProfileRow> profile_rows(const std::vector<Step>& steps, const std::vector<RunProfile>& runs,
+                                     const std::map<std::string, int64_t>& bindings) {
+  std::vector<ProfileRow> rows;
+  double total = 0;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    std::vector<double> t;
+    for (const RunProfile& r : runs) t.push_back(r.step_seconds[i] * 1e3);
+    std::sort(t.begin(), t.end());
+    rows.push_back({i, step_label(steps[i]), quantile(t, 0.5), 0, step_cost(steps[i], bindings), std::nullopt});
+    total += rows.back().median_ms;
+  }
+  std::sort(rows.begin(), rows.end(), [](const ProfileRow& x, const ProfileRow& y) { return x.median_ms > y.median_ms; });
+  for (ProfileRow& r : rows) r.share = total > 0 ? r.median_ms / total : 0;
+  return rows;
+}
+
+RooflineSummary add_rooflines(std::vector<ProfileRow>* rows, const std::vector<Step>& steps, const CpuCeilings& c,
+                              int threads, const std::map<std::string, int64_t>& bindings) {
+  std::vector<RooflinePoint> points;
+  for (ProfileRow& r : *rows) {
+    const CeilingSet& set = step_ceilings(steps[r.step], c, threads, bindings);
+    points.push_back(*(r.roof = roofline_point(r.cost, r.median_ms / 1e3, set)));
+  }
+  return summarize_roofline(points);
+}
+
+Json profile_row_json(const ProfileRow& r) {
+  Json row = Json::object();
+  row["step"] = r.step;
+  row["what"] = r.what;
+  row["median_ms"] = r.median_ms;
+  row["share"] = r.share;
+  row["bytes"] = r.cost.bytes;
+  row["flops"] = r.cost.flops;
+  if (r.roof) add_roofline_json(*r.roof, &row);
+  return row;
+}
 
 const CeilingSet& step_ceilings(const Step& s, const CpuCeilings& c, int threads,
                                 const std::map<std::string, int64_t>& bindings) {

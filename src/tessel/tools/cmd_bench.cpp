@@ -7,8 +7,6 @@
 
 #include "tessel/driver/host_ceilings.h"
 #include "tessel/driver/json_util.h"
-#include "tessel/interp/interpreter.h"
-#include "tessel/runtime/step_cost.h"
 #include "tessel/support/error.h"
 #include "tessel/tools/bench_roofline.h"
 #include "tessel/tools/commands.h"
@@ -18,53 +16,10 @@ namespace tessel::cli {
 
 namespace {
 
-// The q-quantile (0..1) of sorted samples, interpolating between neighbours.
-double quantile(const std::vector<double>& sorted, double q) {
-  const double pos = q * static_cast<double>(sorted.size() - 1);
-  const size_t lo = static_cast<size_t>(pos);
-  const size_t hi = std::min(lo + 1, sorted.size() - 1);
-  return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - static_cast<double>(lo));
-}
-
 std::string fixed(double v, int decimals) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
   return buf;
-}
-
-// What a step computes, for the profile: the kernel's name and its ops, or
-// the node the interpreter runs.
-std::string step_label(const Step& s) {
-  if (!s.kernel) return str_cat("interpreter ", s.interp->describe());
-  std::string ops;
-  for (const Node* n : s.kernel->nodes) ops += (ops.empty() ? "" : ",") + n->op;
-  return str_cat(s.kernel->name, " [", ops, "]");
-}
-
-struct ProfileRow {
-  size_t step;
-  std::string what;
-  double median_ms, share;
-  StepCost cost;  // bytes moved at least, contraction flops
-  std::optional<RooflinePoint> roof;  // against the CPU's ceilings
-};
-
-// Every step, slowest first: median time over the runs, its share of the
-// summed medians, and what the step moves and computes at these sizes.
-std::vector<ProfileRow> profile_rows(const std::vector<Step>& steps, const std::vector<RunProfile>& runs,
-                                     const std::map<std::string, int64_t>& bindings) {
-  std::vector<ProfileRow> rows;
-  double total = 0;
-  for (size_t i = 0; i < steps.size(); ++i) {
-    std::vector<double> t;
-    for (const RunProfile& r : runs) t.push_back(r.step_seconds[i] * 1e3);
-    std::sort(t.begin(), t.end());
-    rows.push_back({i, step_label(steps[i]), quantile(t, 0.5), 0, step_cost(steps[i], bindings), std::nullopt});
-    total += rows.back().median_ms;
-  }
-  std::sort(rows.begin(), rows.end(), [](const ProfileRow& x, const ProfileRow& y) { return x.median_ms > y.median_ms; });
-  for (ProfileRow& r : rows) r.share = total > 0 ? r.median_ms / total : 0;
-  return rows;
 }
 
 // Medians of the host-side parts of a GPU run, over `runs` runs.
@@ -154,20 +109,13 @@ int cmd_bench(const BenchArgs& a, const CommonArgs& c) {
   std::optional<LoadedCeilings> ceilings;  // the CPU's, for the roofline (none measured for GPUs yet)
   RooflineSummary roof_summary;
   if (a.profile > 0) {
-    const Graph& g = p.graph();
-    std::map<std::string, int64_t> bindings;
-    for (size_t i = 0; i < p.inputs.size() && i < g.inputs.size(); ++i)
-      check_value_matches(p.inputs[i], g.inputs[i]->type, g.inputs[i]->name, &bindings);
+    const std::map<std::string, int64_t> bindings = input_bindings(p.graph(), p.inputs);
     const std::vector<Step>& steps = p.gpu_exe() ? p.gpu_exe()->steps() : p.exe->steps();
     prof = profile_rows(steps, profiles, bindings);
     if (!p.gpu_exe()) {
       ceilings = host_ceilings(threads, false, std::cerr);  // after the timed runs: it may measure
-      std::vector<RooflinePoint> points;
-      for (ProfileRow& r : prof) {
-        const CeilingSet& c = step_ceilings(steps[r.step], ceilings->ceilings, threads, bindings);
-        points.push_back(*(r.roof = roofline_point(r.cost, r.median_ms / 1e3, c)));
-      }
-      roof_summary = summarize_roofline(points);  // every step, not only the listed ones
+      // Every step, not only the listed ones, goes into the summary.
+      roof_summary = add_rooflines(&prof, steps, ceilings->ceilings, threads, bindings);
     }
     if (prof.size() > static_cast<size_t>(a.profile)) prof.resize(static_cast<size_t>(a.profile));
   }
@@ -196,17 +144,7 @@ int cmd_bench(const BenchArgs& a, const CommonArgs& c) {
     }
     if (a.profile > 0) {
       Json rows = Json::array();
-      for (const ProfileRow& r : prof) {
-        Json row = Json::object();
-        row["step"] = r.step;
-        row["what"] = r.what;
-        row["median_ms"] = r.median_ms;
-        row["share"] = r.share;
-        row["bytes"] = r.cost.bytes;
-        row["flops"] = r.cost.flops;
-        if (r.roof) add_roofline_json(*r.roof, &row);
-        rows.push_back(row);
-      }
+      for (const ProfileRow& r : prof) rows.push_back(profile_row_json(r));
       j["profile"] = rows;
       if (ceilings) j["roofline"] = roofline_summary_json(roof_summary, ceilings->ceilings);
     }

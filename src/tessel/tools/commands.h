@@ -94,6 +94,17 @@ struct BisectArgs {
 constexpr int kBisectFound = 3;
 int cmd_bisect(const BisectArgs& a, const CommonArgs& c);
 
+struct ReportArgs {
+  std::string model;
+  std::string output;               // -o FILE.html
+  std::vector<std::string> inputs;  // NAME=FILE.npy
+  int warmup = 3;
+  int iters = 20;
+  uint64_t seed = 0;
+  bool no_llvm_ir = false;          // --no-llvm-ir: the page without each kernel's LLVM IR
+};
+int cmd_report(const ReportArgs& a, const CommonArgs& c);
+
 struct TestOnnxArgs {
   std::vector<std::string> dirs;
 };

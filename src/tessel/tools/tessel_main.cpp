@@ -47,6 +47,13 @@ void add_common(CLI::App* sub, CommonArgs* c) {
   sub->add_flag("--json", c->json, "Print exactly one JSON object on stdout; logs go to stderr");
 }
 
+// --input NAME=FILE.npy (run, bench, tune, bisect, report).
+void add_inputs(CLI::App* sub, std::vector<std::string>* inputs) {
+  sub->add_option("--input", *inputs, "Input value from an .npy file, NAME=FILE.npy (repeatable)")
+      ->allow_extra_args(false)
+      ->type_name("NAME=FILE");
+}
+
 // For the subcommands that compile or tune (docs/cli.md, "Progress").
 void add_quiet(CLI::App* sub, CommonArgs* c) {
   sub->add_flag("--quiet", c->quiet,
@@ -92,9 +99,7 @@ int main(int argc, char** argv) {
 
   CLI::App* run = app.add_subcommand("run", "Run a model on inputs from .npy files (missing inputs: seeded random)");
   run->add_option("MODEL", run_args.model, "Model file (.onnx, .tir or a compiled artifact)")->required();
-  run->add_option("--input", run_args.inputs, "Input value from an .npy file, NAME=FILE.npy (repeatable)")
-      ->allow_extra_args(false)
-      ->type_name("NAME=FILE");
+  add_inputs(run, &run_args.inputs);
   run->add_option("--save-outputs", run_args.save_outputs,
                   "Write output_0.npy, output_1.npy, ... into DIR (created if missing)")
       ->type_name("DIR");
@@ -142,9 +147,7 @@ int main(int argc, char** argv) {
   bench->add_option("MODEL", bench_args.model, "Model file (.onnx, .tir or a compiled artifact)")->required();
   bench->add_option("--warmup", bench_args.warmup, "Untimed runs first (default 3)");
   bench->add_option("--iters", bench_args.iters, "Timed runs (default 20)");
-  bench->add_option("--input", bench_args.inputs, "Input value from an .npy file, NAME=FILE.npy (repeatable)")
-      ->allow_extra_args(false)
-      ->type_name("NAME=FILE");
+  add_inputs(bench, &bench_args.inputs);
   bench->add_option("--seed", bench_args.seed, "Seed of the random inputs (default 0)");
   bench->add_option("--profile", bench_args.profile,
                     "Also time each step and list the N slowest, with the bytes each moves and its contraction "
@@ -174,9 +177,7 @@ int main(int argc, char** argv) {
               "and record the fastest in a tuning database that compile, run and bench read with --tuning-db "
               "(docs/tuning.md)");
   tune->add_option("MODEL", tune_args.model, "Model file (.onnx or .tir)")->required();
-  tune->add_option("--input", tune_args.inputs, "Input value from an .npy file, NAME=FILE.npy (repeatable)")
-      ->allow_extra_args(false)
-      ->type_name("NAME=FILE");
+  add_inputs(tune, &tune_args.inputs);
   tune->add_option("--db", tune_args.db, "Tuning database to write (default <cache dir>/tuning.db)")->type_name("PATH");
   tune->add_option("--budget", tune_args.budget, "Time for the whole search, e.g. 90s, 10m, 1h (default 10m)");
   tune->add_option("--trials", tune_args.trials, "Candidates measured per kernel at most (default 64)");
@@ -192,15 +193,32 @@ int main(int argc, char** argv) {
       "bisect", "Find the first graph pass, then the first compiled kernel, whose outputs leave the tolerance "
                 "against the reference interpreter (exit status 3 when one is found; docs/cli.md)");
   bisect->add_option("MODEL", bisect_args.model, "Model file (.onnx or .tir)")->required();
-  bisect->add_option("--input", bisect_args.inputs, "Input value from an .npy file, NAME=FILE.npy (repeatable)")
-      ->allow_extra_args(false)
-      ->type_name("NAME=FILE");
+  add_inputs(bisect, &bisect_args.inputs);
   bisect->add_option("--seed", bisect_args.seed, "Seed of the random inputs (default 0)");
   bisect->add_option("--emit-repro", bisect_args.emit_repro,
                      "Write the bad kernel's group as a standalone model (.tir) to PATH, with its inputs and "
                      "expected output as .npy files beside it")
       ->type_name("PATH");
   add_common(bisect, &common);
+
+  ReportArgs report_args;
+  CLI::App* report = app.add_subcommand(
+      "report", "Write one self-contained HTML page that explains the model on this CPU: fused groups, each "
+                "step's time against the roofline, each kernel's schedule, loop IR and LLVM IR, the pass timings "
+                "and the compile log (docs/report.md)");
+  report->add_option("MODEL", report_args.model, "Model file (.onnx or .tir)")->required();
+  report->add_option("-o,--output", report_args.output, "The HTML page to write (atomically; nothing on error)")
+      ->required()
+      ->type_name("FILE");
+  report->add_option("--warmup", report_args.warmup, "Untimed runs first (default 3)");
+  report->add_option("--iters", report_args.iters, "Timed runs, each step timed (default 20)");
+  add_inputs(report, &report_args.inputs);
+  report->add_option("--seed", report_args.seed, "Seed of the random inputs (default 0)");
+  report->add_flag("--no-llvm-ir", report_args.no_llvm_ir,
+                   "Leave out each kernel's LLVM IR (its generation takes about as long as the compile's "
+                   "optimisation; the page is then smaller)");
+  add_common(report, &common);
+  add_quiet(report, &common);
 
   CLI::App* demo = app.add_subcommand("demo", "Build, run and check a small built-in CNN");
   demo->add_option("--seed", demo_args.seed, "Seed of the random input (default 0)");
@@ -227,6 +245,7 @@ int main(int argc, char** argv) {
   if (bench->parsed()) file = bench_args.model;
   if (tune->parsed()) file = tune_args.model;
   if (bisect->parsed()) file = bisect_args.model;
+  if (report->parsed()) file = report_args.model;
   if (test->parsed()) file = test_args.dirs.empty() ? "test-onnx" : test_args.dirs.front();
   if (demo->parsed()) file = "demo";
   if (ceilings->parsed()) file = "ceilings";
@@ -239,6 +258,7 @@ int main(int argc, char** argv) {
     if (demo->parsed()) return cmd_demo(demo_args, common);
     if (tune->parsed()) return cmd_tune(tune_args, common);
     if (bisect->parsed()) return cmd_bisect(bisect_args, common);
+    if (report->parsed()) return cmd_report(report_args, common);
     if (ceilings->parsed()) return cmd_ceilings(ceilings_args, common);
   } catch (const std::bad_alloc&) {
     return report_error(file, "out of memory", common.json);
