@@ -76,7 +76,7 @@ void time_runs(const Executable& exe, const std::vector<RtValue>& inputs, int n,
 
 WholeModelCheck check_on_whole_model(const Model& m, const std::vector<RtValue>& inputs, const DriverOptions& o,
                                      const ScheduleLookup& base, const std::vector<KernelTuning>& kernels,
-                                     double seconds) {
+                                     double seconds, double tolerance) {
   WholeModelCheck c;
   std::map<std::string, std::pair<std::string, Schedule>> won;  // default hash -> kind, schedule
   for (const KernelTuning& k : kernels)
@@ -109,7 +109,46 @@ WholeModelCheck check_on_whole_model(const Model& m, const std::vector<RtValue>&
   c.runs = n * kRounds;
   c.before_ms = median_of(ta);
   c.tuned_ms = median_of(tb);
-  c.keep = c.tuned_ms <= c.before_ms;
+  c.keep = c.tuned_ms <= c.before_ms * (1 + tolerance);
+  return c;
+}
+
+RecordChoice choose_records_on_whole_model(const Model& m, const std::vector<RtValue>& inputs, const DriverOptions& o,
+                                           const ScheduleLookup& base, const std::vector<KernelTuning>& kernels,
+                                           double seconds, double tolerance) {
+  std::vector<const KernelTuning*> order;
+  for (const KernelTuning& k : kernels)
+    if (k.improved && !k.hash.empty()) order.push_back(&k);
+  const auto saving = [](const KernelTuning* k) { return (k->default_us - k->best_us) * k->uses; };
+  std::stable_sort(order.begin(), order.end(), [&](auto* a, auto* b) { return saving(a) > saving(b); });
+  RecordChoice c;
+  c.improved = order.size();
+  const auto prefix = [&](size_t n) {
+    std::vector<KernelTuning> v;
+    for (size_t i = 0; i < n; ++i) v.push_back(*order[i]);
+    return v;
+  };
+  const auto check = [&](size_t n) {
+    ++c.checks;
+    return check_on_whole_model(m, inputs, o, base, prefix(n), seconds, tolerance);
+  };
+  c.check = check(order.size());
+  size_t lo = 0, hi = order.size();  // the prefix of lo is kept (none: trivially), of hi not
+  if (c.check.keep) {
+    lo = hi;
+  } else {
+    while (hi - lo > 1) {
+      const size_t mid = (lo + hi) / 2;
+      WholeModelCheck w = check(mid);
+      if (w.keep) {
+        lo = mid;
+        c.check = w;
+      } else {
+        hi = mid;
+      }
+    }
+  }
+  for (size_t i = 0; i < lo; ++i) c.kept.push_back(order[i]->hash);
   return c;
 }
 

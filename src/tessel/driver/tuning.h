@@ -54,9 +54,26 @@ struct WholeModelCheck {
 };
 // Compiles `m` (after the pass pipeline) both ways and times them in five
 // alternating rounds after a warm-up, about `seconds` in all; medians.
+// `tolerance`: kept when tuned_ms <= before_ms * (1 + tolerance).
 WholeModelCheck check_on_whole_model(const Model& m, const std::vector<RtValue>& inputs, const DriverOptions& o,
                                      const ScheduleLookup& base, const std::vector<KernelTuning>& kernels,
-                                     double seconds = 4);
+                                     double seconds = 4, double tolerance = 0);
+
+// Which of a run's improved kernels to record (CPU): all of them when the
+// whole model with them is no slower; otherwise the largest prefix, with
+// the kernels ordered by their estimated saving ((default - best) x uses),
+// that is no slower, found by halving (a few checks, each about `seconds`);
+// none when no prefix is. `check` is the chosen set's check (the full set's
+// when none is kept), `checks` how many ran.
+struct RecordChoice {
+  std::vector<std::string> kept;  // default hashes of the improved kernels to record
+  size_t improved = 0;            // improved kernels in the run
+  WholeModelCheck check;
+  int checks = 0;
+};
+RecordChoice choose_records_on_whole_model(const Model& m, const std::vector<RtValue>& inputs, const DriverOptions& o,
+                                           const ScheduleLookup& base, const std::vector<KernelTuning>& kernels,
+                                           double seconds = 4, double tolerance = 0);
 
 // A lookup of the records of `fingerprint` and this version in the database
 // at `path`, by kernel hash and kind (a record of another kind under the

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <set>
 
 #include "tessel/driver/gpu_tuner.h"
 #include "tessel/driver/json_util.h"
@@ -104,21 +105,23 @@ int cmd_tune(const TuneArgs& a, const CommonArgs& c) {
   std::signal(SIGINT, previous);
   // The model with this run's winners against the model as it compiled
   // before (the database's records): kept only when it is no slower.
-  WholeModelCheck check;
+  RecordChoice choice;
   if (!cuda) {
     DriverOptions before = o;
     before.tuning_db = db_path;
     before.log = &std::cerr;
     const ScheduleLookup base = std::filesystem::exists(db_path) ? lower_options(before).schedules : ScheduleLookup();
-    check = check_on_whole_model(*m, inputs, o, base, r.kernels);
-    if (check.keep)
-      for (const KernelTuning& k : r.kernels) recorder.record(k);
-    else
-      std::cerr << "warning: tune: the whole model is slower with this run's schedules (" << check.tuned_ms
-                << " ms against " << check.before_ms << " ms, medians of " << check.runs
-                << " alternating runs each): its records are not kept\n";
+    choice = choose_records_on_whole_model(*m, inputs, o, base, r.kernels);
+    const std::set<std::string> kept(choice.kept.begin(), choice.kept.end());
+    // A kernel whose default won keeps its record (it changes nothing).
+    for (const KernelTuning& k : r.kernels)
+      if (!k.improved || kept.count(k.hash)) recorder.record(k);
+    if (choice.kept.size() < choice.improved)
+      std::cerr << "warning: tune: the whole model was slower with all " << choice.improved
+                << " improved kernels' schedules; " << choice.kept.size() << " kept (" << choice.checks
+                << " whole-model checks)\n";
   }
-
+  const WholeModelCheck& check = choice.check;
   size_t improved = 0, measured = 0, wrong = 0;
   for (const KernelTuning& k : r.kernels) {
     improved += k.improved;
@@ -145,6 +148,9 @@ int cmd_tune(const TuneArgs& a, const CommonArgs& c) {
       w["tuned_ms"] = check.tuned_ms;
       w["runs"] = check.runs;
       w["kept"] = check.keep;
+      w["improved"] = choice.improved;
+      w["kept_kernels"] = choice.kept.size();
+      w["checks"] = choice.checks;
       j["whole_model"] = w;
     }
     std::cout << json_line(j) << "\n";
@@ -155,8 +161,10 @@ int cmd_tune(const TuneArgs& a, const CommonArgs& c) {
     std::printf("kernel time (sum of medians x uses): %.0f us -> %.0f us (%.2fx); records in %s\n",
                 r.default_total_us, r.tuned_total_us, ratio, db_path.c_str());
     if (check.ran)
-      std::printf("whole model: %.3f ms -> %.3f ms (medians of %d alternating runs each): records %s\n",
-                  check.before_ms, check.tuned_ms, check.runs, check.keep ? "kept" : "not kept");
+      std::printf("whole model: %.3f ms -> %.3f ms (medians of %d alternating runs each): %zu of %zu improved "
+                  "kernels' records kept\n",
+                  check.before_ms, check.tuned_ms, check.runs, check.keep ? choice.kept.size() : size_t{0},
+                  choice.improved);
   }
   return r.interrupted ? 130 : 0;
 }
