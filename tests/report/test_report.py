@@ -221,8 +221,9 @@ class Browser:
                 "--disable-sync", "--disable-default-apps", "--mute-audio", "--window-size=1400,1000",
                 "--remote-debugging-port=0", "--remote-debugging-address=127.0.0.1",
                 f"--user-data-dir={self.profile}", "about:blank"]
-        if os.geteuid() == 0:
-            args.insert(1, "--no-sandbox")  # chromium refuses root with its sandbox
+        # The page is our own file: no sandbox, which chromium refuses to run
+        # as root and which needs user namespaces that containers may lack.
+        args.insert(1, "--no-sandbox")
         self.log = open(os.path.join(tmp, "chromium.log"), "wb")
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         # Chromium writes the port it listens on (line 1) and the browser's

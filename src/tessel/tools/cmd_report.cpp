@@ -321,8 +321,9 @@ int cmd_report(const ReportArgs& a, const CommonArgs& c) {
   } else {
     char median[32];
     std::snprintf(median, sizeof median, "%.3f", quantile(ms, 0.5));
-    std::cout << "wrote " << a.output << " (" << page.size() << " bytes): " << steps.size() << " steps ("
-              << kernels << " kernels), median " << median << " ms over " << a.iters << " runs\n";
+    std::cout << "wrote " << a.output << " (" << page.size() << " bytes): " << steps.size()
+              << (steps.size() == 1 ? " step (" : " steps (") << kernels << (kernels == 1 ? " kernel" : " kernels")
+              << "), median " << median << " ms over " << a.iters << (a.iters == 1 ? " run\n" : " runs\n");
   }
   return 0;
 }
