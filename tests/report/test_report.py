@@ -10,7 +10,8 @@ protocol with a minimal WebSocket client of the standard library. Checks:
 no console error or exception, no request but the file itself, the table
 sorts when a header is clicked, clicking a row or a roofline point shows
 that kernel's loop IR and LLVM IR, the roofline has one point per row, the
-fused groups expand, the hostile names stay text. A screenshot goes to
+graph of the fused groups has a box per group and an edge per value between
+them, the groups' list expands, the hostile names stay text. A screenshot goes to
 <artefacts>/report.png (default build/test_artefacts). Fails, not skips,
 without chromium: scripts/setup.sh installs it.
 """
@@ -390,6 +391,18 @@ class ReportInBrowser(unittest.TestCase):
             const r = c.getBoundingClientRect(), s = document.getElementById('roofline').getBoundingClientRect();
             return r.width > 0 && r.left >= s.left - 1 && r.right <= s.right + 1; })""")
         self.assertTrue(inside)
+
+    def test_group_graph_has_a_box_per_group_and_its_edges(self):
+        groups = self.data["groups"]
+        boxes = self.dt.js("Array.from(document.querySelectorAll('#group-graph .gnode')).map(g => Number(g.dataset.group))")
+        self.assertEqual(sorted(boxes), list(range(len(groups))))
+        edges = sum(len(g["preds"]) for g in groups)
+        self.assertGreaterEqual(edges, 1)  # the GEMM's output feeds the softmax group
+        self.assertEqual(self.dt.js("document.querySelectorAll('#group-graph path.gedge').length"), edges)
+        k = next(s for s in self.data["steps"] if s["kind"] == "kernel" and s["group"] is not None)
+        self.dt.click(f'#group-graph .gnode[data-group="{k["group"]}"] rect')
+        self.assertEqual(self.dt.js("document.getElementById('detail-title').textContent"), k["name"])
+        self.assertEqual(self.dt.js("document.querySelector('#group-graph .gnode.selected').dataset.group"), str(k["group"]))
 
     def test_groups_expand_and_screenshot(self):
         n = self.dt.js("document.querySelectorAll('details.group').length")

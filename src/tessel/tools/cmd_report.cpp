@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <streambuf>
 
@@ -226,11 +227,20 @@ int cmd_report(const ReportArgs& a, const CommonArgs& c) {
   std::map<std::string, const LoweredGroup*> lowered;
   for (const LoweredGroup& lg : compiled->lowered) lowered[lg.kernel.name] = &lg;
   std::map<size_t, size_t> group_of_step;
+  std::map<const Node*, size_t> group_of_root;  // the group that stores a node's output
   Json groups = Json::array();
   for (const FusionGroup& g : compiled->plan.groups) {
     Json j = Json::object();
     j["name"] = g.name;
     j["compiled"] = g.compiled;
+    // The groups whose stored values this one reads: the edges of the drawn graph.
+    std::set<size_t> preds;
+    for (const Value* v : g.inputs)
+      if (v->producer && group_of_root.count(v->producer)) preds.insert(group_of_root[v->producer]);
+    Json pj = Json::array();
+    for (size_t p : preds) pj.push_back(p);
+    j["preds"] = pj;
+    group_of_root[g.root] = groups.size();
     Json nodes = Json::array();
     for (const Node* n : g.nodes) nodes.push_back(node_json(n));
     j["nodes"] = nodes;

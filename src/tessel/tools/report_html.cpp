@@ -63,6 +63,12 @@ details.group > div { padding: 4px 8px; }
 button { font: inherit; margin-right: 6px; }
 .bar { display: inline-block; height: 10px; background: #8fb3cc; vertical-align: middle; }
 .empty { color: var(--muted); font-style: italic; }
+.graphwrap { max-height: 70vh; overflow: auto; border: 1px solid var(--line); margin-bottom: 6px; }
+svg .gnode rect { stroke: #555; stroke-width: 1; cursor: pointer; }
+svg .gnode.selected rect { stroke: #000; stroke-width: 3; }
+svg .gnode text { pointer-events: none; font-size: 12px; }
+svg .gnode rect:first-child { stroke: none; }
+svg .gedge { fill: none; stroke: #8a959b; stroke-width: 1.2; }
 </style>
 </head>
 <body>
@@ -86,6 +92,8 @@ button { font: inherit; margin-right: 6px; }
 <aside id="detail"><h2>Kernel</h2><p class="empty">Click a row of the table or a point of the roofline.</p></aside>
 </div>
 <section id="sec-graph"><h2>Fused groups, in execution order</h2>
+<div class="graphwrap" id="group-graph-wrap"></div>
+<p class="muted">Each box is a fused group (a kernel, or a node the interpreter runs), in layers by the longest chain of groups before it; an edge is a value one group stores and another reads. Boxes are coloured by limiter, darker for more time; click one for its code.</p>
 <div><button id="expand-all" type="button">expand all</button><button id="collapse-all" type="button">collapse all</button></div>
 <div id="groups"></div>
 </section>
@@ -176,8 +184,8 @@ function select(step, scroll) {
   selected = step;
   for (const tr of document.querySelectorAll("#kernels tbody tr"))
     tr.classList.toggle("selected", Number(tr.dataset.step) === step);
-  for (const c of document.querySelectorAll("#roofline .pt"))
-    c.classList.toggle("selected", Number(c.dataset.step) === step);
+  for (const c of document.querySelectorAll("#roofline .pt, #group-graph .gnode"))
+    c.classList.toggle("selected", c.dataset.step !== "" && Number(c.dataset.step) === step);
   showDetail(byStep.get(step));
   if (scroll) document.getElementById("detail").scrollIntoView({block: "nearest"});
 }
@@ -428,6 +436,56 @@ function showDetail(s) {
   if (s.loop_ir !== undefined) add(d, [codeBlock("loop IR", s.loop_ir, "loop-ir", true)]);
   if (s.llvm_ir !== undefined) add(d, [codeBlock("LLVM IR (optimised)", s.llvm_ir, "llvm-ir", false)]);
 }
+
+// ---- the graph of the fused groups ----
+(function groupGraph() {
+  const G = D.groups, n = G.length;
+  if (!n) return;
+  const layer = new Array(n).fill(0);
+  for (let i = 0; i < n; ++i) for (const p of G[i].preds) if (p < i) layer[i] = Math.max(layer[i], layer[p] + 1);
+  const rows = [];
+  G.forEach((g, i) => (rows[layer[i]] = rows[layer[i]] || []).push(i));
+  const BW = 180, BH = 40, GX = 36, GY = 28;
+  const wide = Math.max(...rows.map(r => r.length));
+  const W = wide * (BW + GX) + GX, H = rows.length * (BH + GY) + GY;
+  const pos = [];
+  rows.forEach((r, l) => r.forEach((i, c) => {
+    pos[i] = {x: GX + c * (BW + GX) + (wide - r.length) * (BW + GX) / 2, y: GY / 2 + l * (BH + GY)};
+  }));
+  const svg = sv("svg", {id: "group-graph", viewBox: "0 0 " + W + " " + H, width: W, height: H, role: "img",
+    "aria-label": "the fused groups and the values between them"});
+  const edges = sv("g", {class: "gedges"});
+  G.forEach((g, i) => { for (const p of g.preds) {
+    const a = pos[p], b = pos[i];
+    let d;
+    if (layer[i] - layer[p] > 1 && Math.abs(a.x - b.x) < BW) {
+      // Past the layers between them: out of the right sides, around the boxes in between.
+      const x1 = a.x + BW, y1 = a.y + BH / 2, x2 = b.x + BW, y2 = b.y + BH / 2, out = Math.max(x1, x2) + GX * 0.9;
+      d = "M" + x1 + "," + y1 + " C" + out + "," + y1 + " " + out + "," + y2 + " " + x2 + "," + y2;
+    } else {
+      const x1 = a.x + BW / 2, y1 = a.y + BH, x2 = b.x + BW / 2, y2 = b.y, m = (y1 + y2) / 2;
+      d = "M" + x1 + "," + y1 + " C" + x1 + "," + m + " " + x2 + "," + m + " " + x2 + "," + y2;
+    }
+    edges.appendChild(sv("path", {class: "gedge", d: d}));
+  } });
+  svg.appendChild(edges);
+  const maxShare = Math.max(...steps.map(s => s.share), 1e-9);
+  const cut = (t, k) => t.length > k ? t.slice(0, k - 1) + "\u2026" : t;
+  G.forEach((g, i) => {
+    const s = g.step !== null ? byStep.get(g.step) : null;
+    const colour = getComputedStyle(document.documentElement).getPropertyValue("--" + (s && s.limiter ? s.limiter : "memory")).trim();
+    const box = sv("g", {class: "gnode", "data-group": i, "data-step": s ? s.step : "", transform: "translate(" + pos[i].x + "," + pos[i].y + ")",
+      on: {click: () => { if (s) select(s.step, true); }}});
+    box.appendChild(sv("rect", {width: BW, height: BH, rx: 4, fill: "#fff"}));
+    box.appendChild(sv("rect", {width: BW, height: BH, rx: 4, fill: colour,
+      "fill-opacity": (0.12 + 0.75 * Math.sqrt(s ? s.share / maxShare : 0)).toFixed(2)}));
+    box.appendChild(sv("text", {x: 6, y: 16}, cut(g.name + (s ? "  " + ms(s.median_ms) + " ms" : ""), 25)));
+    box.appendChild(sv("text", {x: 6, y: 32}, cut(g.nodes.map(x => x.op.replace(/^tessel\./, "")).join(","), 25)));
+    box.appendChild(sv("title", {}, g.name + ": " + g.nodes.map(x => (x.name ? x.name + " " : "") + x.op).join(", ")));
+    svg.appendChild(box);
+  });
+  document.getElementById("group-graph-wrap").appendChild(svg);
+})();
 
 // ---- fused groups ----
 (function groups() {
