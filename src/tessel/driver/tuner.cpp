@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -13,6 +14,7 @@
 
 #include "tessel/driver/compare.h"
 #include "tessel/driver/compiler.h"
+#include "tessel/driver/isolated_run.h"
 #include "tessel/interp/interpreter.h"
 #include "tessel/runtime/thread_pool.h"
 #include "tessel/schedule/cpu_info.h"
@@ -132,7 +134,7 @@ class KernelHarness {
  public:
   KernelHarness(const LoweredGroup& lg, const std::map<const Value*, RtValue>& ref,
                 const std::map<std::string, int64_t>& bindings, ThreadPool& pool)
-      : pool_(pool) {
+      : pool_(&pool) {
     const size_t inputs = lg.kernel.num_inputs;
     for (size_t i = 0; i < inputs; ++i) {
       const Value* v = lg.params.at(i);
@@ -177,7 +179,7 @@ class KernelHarness {
       if (rc != 0) status.compare_exchange_strong(zero, rc);
     };
     if (parallel > 0) {
-      pool_.parallel_for(parallel, call);
+      pool_->parallel_for(parallel, call);
     } else {
       call(0, 1);
     }
@@ -214,6 +216,9 @@ class KernelHarness {
   }
 
   int64_t parallel() const { return parallel_; }
+  // The pool parallel loops run on (a forked child's own: the parent's has
+  // no workers there).
+  void set_pool(ThreadPool* pool) { pool_ = pool; }
 
  private:
   void flush_constants() const {
@@ -223,7 +228,7 @@ class KernelHarness {
     _mm_mfence();
 #endif
   }
-  ThreadPool& pool_;
+  ThreadPool* pool_;
   std::vector<void*> ptrs_;
   std::vector<int64_t> syms_;
   std::vector<std::pair<const uint8_t*, size_t>> constants_;  // flushed before each timed call
@@ -451,19 +456,30 @@ class Search {
       std::vector<Schedule> round = next_round(space, tried, f, kt.best);
       for (const Schedule& s : round) tried.insert(static_cast<size_t>(std::find(space.begin(), space.end(), s) - space.begin()));
       Compiled c = compile_candidates(g, round, &kt.failed);
-      for (size_t i = 0; i < round.size() && !stopped(); ++i) {
+      std::vector<int64_t> par(round.size(), 0);
+      std::vector<size_t> ready;
+      for (size_t i = 0; i < round.size(); ++i) {
         if (!c.entries[i]) continue;
         // A candidate's parallel loop may have another extent than the default's.
-        const int64_t par = c.lowered[i].parallel_extent ? c.lowered[i].parallel_extent->eval(bindings_).value_or(0) : 0;
-        const std::string bad = h.check(c.entries[i], par);
-        if (!bad.empty()) {
+        par[i] = c.lowered[i].parallel_extent ? c.lowered[i].parallel_extent->eval(bindings_).value_or(0) : 0;
+        ready.push_back(i);
+      }
+      const std::vector<IsolatedResult> res = measure(h, c, round, par, ready);
+      for (size_t i : ready) {
+        if (i >= res.size() || (!res[i].reported && !res[i].crashed)) continue;  // stopped before it ran
+        if (res[i].crashed) {
+          ++kt.crashed;
+          ++kt.failed;
+          continue;
+        }
+        if (res[i].code != kTimed) {
           ++kt.wrong;
           record(kt, round[i], f, 0, true);
           continue;
         }
-        const double us = h.time_us(c.entries[i], par);
+        const double us = res[i].value;
         record(kt, round[i], f, us, false);
-        keep_finalist(finalists, {us, round[i], c.lib, c.entries[i], par});
+        keep_finalist(finalists, {us, round[i], c.lib, c.entries[i], par[i]});
         if (us < kt.best_us) {
           kt.best_us = us;
           kt.best = round[i];
@@ -478,6 +494,37 @@ class Search {
       tune_progress(progress_, done_, all, o_.budget_s - seconds_since(start_));
     }
     confirm(kt, h, def_fn, finalists);
+  }
+
+  // Checks each ready candidate against the interpreter and times the
+  // correct ones (code kTimed, value: microseconds), each in a forked child
+  // unless o_.isolate is off: a candidate that crashes costs itself, not the
+  // search (driver/isolated_run.h).
+  static constexpr int32_t kTimed = 0, kWrong = 1;
+  std::vector<IsolatedResult> measure(KernelHarness& h, const Compiled& c, const std::vector<Schedule>& round,
+                                      const std::vector<int64_t>& par, const std::vector<size_t>& ready) {
+    const auto one = [&](size_t i, const ReportFn& report) {
+      if (o_.crash_for_test && o_.crash_for_test(round[i])) std::raise(SIGSEGV);
+      if (!h.check(c.entries[i], par[i]).empty()) return report(i, kWrong, 0);
+      report(i, kTimed, h.time_us(c.entries[i], par[i]));
+    };
+    if (!o_.isolate) {
+      std::vector<IsolatedResult> out(round.size());
+      for (size_t i : ready) {
+        if (stopped()) break;
+        one(i, [&](size_t j, int32_t code, double v) { out[j] = {true, false, 0, code, v}; });
+      }
+      return out;
+    }
+    return run_isolated(ready, [&](const std::vector<size_t>& todo, const ReportFn& report) {
+      ThreadPool own(o_.threads);
+      h.set_pool(&own);
+      for (size_t i : todo) {
+        if (stopped()) break;
+        one(i, report);
+      }
+      h.set_pool(&pool_);
+    });
   }
 
   // The few fastest candidates, kept compiled.

@@ -49,6 +49,12 @@ struct TuneOptions {
   std::ostream* log = nullptr;  // warnings (the GPU tuner's: a failed confirmation, a lost device)
   ProgressOptions progress;     // kernels tuned out of all, the trials, the budget left
   const std::atomic<bool>* stop = nullptr;  // set: finish the current candidate and report
+  // Each round of candidates is checked and timed in a forked child, so
+  // that one that crashes is counted and skipped (driver/isolated_run.h).
+  bool isolate = true;
+  // Tests only: a candidate whose schedule this accepts raises SIGSEGV where
+  // it would run.
+  std::function<bool(const Schedule&)> crash_for_test;
 };
 
 struct TuneTrial {
@@ -65,7 +71,8 @@ struct KernelTuning {
   Schedule default_schedule, best;
   bool improved = false;       // best beats the default by min_gain
   size_t space_size = 0;
-  int wrong = 0, failed = 0;   // candidates discarded: wrong output, failed to lower or compile
+  int wrong = 0, failed = 0;   // candidates discarded: wrong output, failed to lower, compile or run
+  int crashed = 0;             // of failed: killed the child process that ran them (a signal)
   std::vector<TuneTrial> trials;  // measured candidates, the default first
   std::string note;            // why a kernel was not searched
 };

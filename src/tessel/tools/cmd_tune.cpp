@@ -122,11 +122,12 @@ int cmd_tune(const TuneArgs& a, const CommonArgs& c) {
                 << " whole-model checks)\n";
   }
   const WholeModelCheck& check = choice.check;
-  size_t improved = 0, measured = 0, wrong = 0;
+  size_t improved = 0, measured = 0, wrong = 0, crashed = 0;
   for (const KernelTuning& k : r.kernels) {
     improved += k.improved;
     measured += k.trials.size();
     wrong += static_cast<size_t>(k.wrong);
+    crashed += static_cast<size_t>(k.crashed);
   }
   const double ratio = r.tuned_total_us > 0 ? r.default_total_us / r.tuned_total_us : 1;
   if (c.json) {
@@ -140,6 +141,7 @@ int cmd_tune(const TuneArgs& a, const CommonArgs& c) {
     j["improved"] = improved;
     j["measured"] = measured;
     j["wrong"] = wrong;
+    j["crashed"] = crashed;
     j["default_kernel_us"] = r.default_total_us;
     j["tuned_kernel_us"] = r.tuned_total_us;
     if (check.ran) {
@@ -155,9 +157,10 @@ int cmd_tune(const TuneArgs& a, const CommonArgs& c) {
     }
     std::cout << json_line(j) << "\n";
   } else {
-    std::printf("tuned %s in %.0f s%s: %zu kernels, %zu improved, %zu candidates measured, %zu wrong discarded\n",
+    std::printf("tuned %s in %.0f s%s: %zu kernels, %zu improved, %zu candidates measured, %zu wrong discarded, "
+                "%zu crashed\n",
                 a.model.c_str(), r.seconds, r.interrupted ? " (interrupted)" : "", r.kernels.size(), improved,
-                measured, wrong);
+                measured, wrong, crashed);
     std::printf("kernel time (sum of medians x uses): %.0f us -> %.0f us (%.2fx); records in %s\n",
                 r.default_total_us, r.tuned_total_us, ratio, db_path.c_str());
     if (check.ran)
