@@ -506,11 +506,14 @@ class CliTest(unittest.TestCase):
         self.assertGreater(gemm["flops"], 0)
         self.assertIn(gemm["limiter"], ("compute", "memory", "launch"))
         self.assertIn("fold_constants", [x["name"] for x in data["passes"]])
-        # --no-llvm-ir leaves the LLVM IR out.
-        self.tessel("report", p, "-o", page, "--iters", "1", "--no-llvm-ir", "--quiet", expect=0)
+        self.assertIn("gemm.pack a=0", gemm["schedule_text"])  # a two-row A is not packed by default
+        # --no-llvm-ir leaves the LLVM IR out; --knob reaches the schedules shown.
+        self.tessel("report", p, "-o", page, "--iters", "1", "--no-llvm-ir", "--knob", "gemm.pack.a=1", "--quiet",
+                    expect=0)
         with open(page, encoding="utf-8") as f:
             html = f.read()
         self.assertNotIn('"llvm_ir"', html)
+        self.assertIn("gemm.pack a=1", html)
 
     def test_report_errors(self):
         p = self.save_model(linear_model())
