@@ -218,6 +218,10 @@ TEST(CostModel, DepthwiseSpaceHoldsRowBlocksAndVectorWidths) {
   }
   EXPECT_EQ(seen.size(), 4u * 2u * 2u);
   EXPECT_EQ(space.size(), seen.size());
+  // The learned model tells the candidates apart by their features.
+  std::set<std::vector<double>> features;
+  for (const Schedule& s : space) features.insert(schedule_features(s, f, cpu, CpuCeilings{}));
+  EXPECT_EQ(features.size(), space.size());
 }
 
 }  // namespace

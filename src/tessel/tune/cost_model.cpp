@@ -155,6 +155,13 @@ std::vector<double> schedule_features(const Schedule& s, const KernelFacts& f, c
     x[10] = p && p->int_attr("on", 0) != 0;
     x[11] = v ? static_cast<double>(v->int_attr("width", 1)) : 1;
     x[13] = std::log(1.0 + static_cast<double>(f.parallel_units));
+    // The depthwise kernel's rows per block and widest vector, in the
+    // GEMM's tile-height and lanes features: its candidates differ only
+    // there (the analytical cost does not tell them apart).
+    if (const Primitive* t = s.find("depthwise.tile")) {
+      x[2] = static_cast<double>(t->int_attr("rows", 1));
+      x[4] = static_cast<double>(t->int_attr("lanes", 1));
+    }
   }
   return x;
 }
