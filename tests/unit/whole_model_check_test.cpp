@@ -2,8 +2,9 @@
 // `tessel tune` records a run's improved kernels only as far as the whole
 // model, compiled with them, is no slower than before. Here a "winner" that
 // is far slower than the default (a 1 x 16 register tile, serial, packing
-// both operands per call) must be refused, the default offered as a winner
-// must time level with it (the same kernel both ways), a run with no
+// both operands per call; 7-10x the default's time here) must be refused,
+// the default offered as a winner is checked (the same kernel both ways), a
+// run with no
 // improved kernel has nothing to check, and of two winners, a neutral one
 // with the larger estimated saving and the slow one, the prefix search
 // keeps the first and drops the second.
@@ -74,13 +75,14 @@ TEST(WholeModelCheck, RefusesAWinnerThatSlowsTheModelAndKeepsATie) {
   EXPECT_GT(bad.tuned_ms, bad.before_ms);
   EXPECT_FALSE(bad.keep);
 
-  // The default as the "winner": the same kernel both ways, kept unless
-  // noise makes it slower (allow one retry for a disturbed machine).
+  // The default as the "winner": the same kernel both ways. Which of the
+  // two times lower is noise (a test asserts no timing that close), but the
+  // check runs and, with a tolerance wider than any noise, keeps it.
   const KernelTuning same = gemm_tuning(*m, o, "");
-  WholeModelCheck tie = check_on_whole_model(*m, in, o, {}, {same}, 1.0);
-  if (!tie.keep) tie = check_on_whole_model(*m, in, o, {}, {same}, 1.0);
+  const WholeModelCheck tie = check_on_whole_model(*m, in, o, {}, {same}, 0.5, 3.0);
   EXPECT_TRUE(tie.ran);
-  EXPECT_NEAR(tie.tuned_ms, tie.before_ms, 0.5 * tie.before_ms);
+  EXPECT_GT(tie.runs, 0);
+  EXPECT_TRUE(tie.keep) << tie.tuned_ms << " ms against " << tie.before_ms;
 
   // Nothing improved: nothing to check (and nothing compiled).
   KernelTuning none = same;
@@ -93,13 +95,14 @@ TEST(WholeModelCheck, TheLargestPrefixThatIsNoSlowerIsKept) {
   DriverOptions o;
   o.threads = 2;
   const std::vector<RtValue> in = testing::random_inputs(*m->graph, {}, 1);
-  KernelTuning neutral = gemm_tuning(*m, o, "", 0), slow = gemm_tuning(*m, o, kSlow, 1);
+  // The slow schedule on the larger GEMM: the model takes about 5x as long.
+  KernelTuning neutral = gemm_tuning(*m, o, "", 1), slow = gemm_tuning(*m, o, kSlow, 0);
   ASSERT_NE(neutral.hash, slow.hash);
   neutral.default_us = 100, neutral.best_us = 50;  // the larger estimated saving: first in line
   slow.default_us = 100, slow.best_us = 90;
-  // A tolerance of 30%: the neutral kernel's timing noise is not a loss;
-  // the slow one costs several times that.
-  const RecordChoice c = choose_records_on_whole_model(*m, in, o, {}, {slow, neutral}, 1.0, 0.3);
+  // A tolerance of 100%: the neutral kernel's timing noise (up to 1.6x seen
+  // on a loaded machine) is not a loss; the slow one costs far more.
+  const RecordChoice c = choose_records_on_whole_model(*m, in, o, {}, {slow, neutral}, 1.0, 1.0);
   EXPECT_EQ(c.improved, 2u);
   EXPECT_EQ(c.kept, std::vector<std::string>{neutral.hash});
   EXPECT_EQ(c.checks, 2);  // both, then the first
