@@ -72,39 +72,51 @@ void time_runs(const Executable& exe, const std::vector<RtValue>& inputs, int n,
   }
 }
 
-}  // namespace
+// A kernel whose tuned schedule replaces its default.
+bool won(const KernelTuning& k) { return k.improved && !k.hash.empty(); }
 
-WholeModelCheck check_on_whole_model(const Model& m, const std::vector<RtValue>& inputs, const DriverOptions& o,
-                                     const ScheduleLookup& base, const std::vector<KernelTuning>& kernels,
-                                     double seconds, double tolerance) {
-  WholeModelCheck c;
-  std::map<std::string, std::pair<std::string, Schedule>> won;  // default hash -> kind, schedule
-  for (const KernelTuning& k : kernels)
-    if (k.improved && !k.hash.empty()) won[k.hash] = {k.kind, k.best};
-  if (won.empty()) return c;
-  LowerOptions before, tuned;
-  // An empty lookup would make compile_for_cpu read o's --tuning-db instead.
-  before.schedules = base ? base : ScheduleLookup([](const std::string&, const std::string&) {
-    return std::optional<Schedule>();
-  });
-  tuned.schedules = [won, b = before.schedules](const std::string& hash, const std::string& kind) {
-    auto it = won.find(hash);
-    if (it != won.end() && it->second.first == kind) return std::optional<Schedule>(it->second.second);
-    return b(hash, kind);
-  };
+// `m` compiled with `schedules`, no progress shown.
+std::unique_ptr<CompiledModel> compile_with(const Model& m, const DriverOptions& o, ScheduleLookup schedules) {
+  LowerOptions lo;
+  lo.schedules = std::move(schedules);
   DriverOptions q = o;
   q.progress = {};  // none
-  const std::unique_ptr<CompiledModel> a = compile_for_cpu(m, q, before), b = compile_for_cpu(m, q, tuned);
+  return compile_for_cpu(m, q, lo);
+}
+
+// `base` (a lookup of none when empty: an empty one would make
+// compile_for_cpu read o's --tuning-db instead).
+ScheduleLookup or_none(const ScheduleLookup& base) {
+  if (base) return base;
+  return [](const std::string&, const std::string&) { return std::optional<Schedule>(); };
+}
+
+// The winners of `kernels` over `base`.
+ScheduleLookup with_winners(const ScheduleLookup& base, const std::vector<KernelTuning>& kernels) {
+  std::map<std::string, std::pair<std::string, Schedule>> by_hash;  // default hash -> kind, schedule
+  for (const KernelTuning& k : kernels)
+    if (won(k)) by_hash[k.hash] = {k.kind, k.best};
+  return [by_hash, base](const std::string& hash, const std::string& kind) {
+    auto it = by_hash.find(hash);
+    if (it != by_hash.end() && it->second.first == kind) return std::optional<Schedule>(it->second.second);
+    return base(hash, kind);
+  };
+}
+
+// `before` and `tuned` timed in alternating rounds after a warm-up.
+WholeModelCheck time_both(const Executable& before, const Executable& tuned, const std::vector<RtValue>& inputs,
+                          double seconds, double tolerance) {
   std::vector<double> warm, ta, tb;
-  time_runs(*a->exe, inputs, 2, &warm);
-  time_runs(*b->exe, inputs, 2, &warm);
+  time_runs(before, inputs, 2, &warm);
+  time_runs(tuned, inputs, 2, &warm);
   constexpr int kRounds = 5;
   const double one_ms = std::max(1e-3, median_of(warm));
   const int n = static_cast<int>(std::clamp(seconds * 1e3 / (2 * kRounds * one_ms), 2.0, 50.0));
   for (int r = 0; r < kRounds; ++r) {
-    time_runs(*a->exe, inputs, n, &ta);
-    time_runs(*b->exe, inputs, n, &tb);
+    time_runs(before, inputs, n, &ta);
+    time_runs(tuned, inputs, n, &tb);
   }
+  WholeModelCheck c;
   c.ran = true;
   c.runs = n * kRounds;
   c.before_ms = median_of(ta);
@@ -113,24 +125,36 @@ WholeModelCheck check_on_whole_model(const Model& m, const std::vector<RtValue>&
   return c;
 }
 
+}  // namespace
+
+WholeModelCheck check_on_whole_model(const Model& m, const std::vector<RtValue>& inputs, const DriverOptions& o,
+                                     const ScheduleLookup& base, const std::vector<KernelTuning>& kernels,
+                                     double seconds, double tolerance) {
+  if (std::none_of(kernels.begin(), kernels.end(), won)) return {};
+  const ScheduleLookup b = or_none(base);
+  const std::unique_ptr<CompiledModel> before = compile_with(m, o, b), tuned = compile_with(m, o, with_winners(b, kernels));
+  return time_both(*before->exe, *tuned->exe, inputs, seconds, tolerance);
+}
+
 RecordChoice choose_records_on_whole_model(const Model& m, const std::vector<RtValue>& inputs, const DriverOptions& o,
                                            const ScheduleLookup& base, const std::vector<KernelTuning>& kernels,
                                            double seconds, double tolerance) {
   std::vector<const KernelTuning*> order;
   for (const KernelTuning& k : kernels)
-    if (k.improved && !k.hash.empty()) order.push_back(&k);
-  const auto saving = [](const KernelTuning* k) { return (k->default_us - k->best_us) * k->uses; };
-  std::stable_sort(order.begin(), order.end(), [&](auto* a, auto* b) { return saving(a) > saving(b); });
+    if (won(k)) order.push_back(&k);
   RecordChoice c;
   c.improved = order.size();
-  const auto prefix = [&](size_t n) {
-    std::vector<KernelTuning> v;
-    for (size_t i = 0; i < n; ++i) v.push_back(*order[i]);
-    return v;
-  };
+  if (order.empty()) return c;
+  const auto saving = [](const KernelTuning* k) { return (k->default_us - k->best_us) * k->uses; };
+  std::stable_sort(order.begin(), order.end(), [&](auto* a, auto* b) { return saving(a) > saving(b); });
+  // The model as it compiled before, once for every check.
+  const ScheduleLookup b = or_none(base);
+  const std::unique_ptr<CompiledModel> before = compile_with(m, o, b);
   const auto check = [&](size_t n) {
+    std::vector<KernelTuning> prefix;
+    for (size_t i = 0; i < n; ++i) prefix.push_back(*order[i]);
     ++c.checks;
-    return check_on_whole_model(m, inputs, o, base, prefix(n), seconds, tolerance);
+    return time_both(*before->exe, *compile_with(m, o, with_winners(b, prefix))->exe, inputs, seconds, tolerance);
   };
   c.check = check(order.size());
   size_t lo = 0, hi = order.size();  // the prefix of lo is kept (none: trivially), of hi not

@@ -142,18 +142,12 @@ Tensor matrix(const std::array<std::array<double, S>, R>& m) {
   return Tensor::from_f32({static_cast<int64_t>(R), static_cast<int64_t>(S)}, v);
 }
 
-Shape dims(const std::vector<int64_t>& d) {
-  Shape s;
-  for (int64_t x : d) s.push_back(Dim(x));
-  return s;
-}
-
 // Inserts `op` before `at` with the given inputs and output dims.
 Value* emit(Graph& g, Node* at, const std::string& op, std::vector<Value*> in, const std::vector<int64_t>& out,
             std::map<std::string, Attribute> attrs = {}, const std::string& domain = "") {
   Node* n = g.insert_node_before(at, op, std::move(in), 1, std::move(attrs));
   n->domain = domain;
-  n->outputs[0]->type = Type::tensor(DType::F32, dims(out));
+  n->outputs[0]->type = Type::tensor(DType::F32, shape_of(out));
   return n->outputs[0];
 }
 

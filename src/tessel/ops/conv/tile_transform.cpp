@@ -103,13 +103,6 @@ void tile_infer(InferContext& ctx) {
   ctx.set_output(0, dt, out);
 }
 
-// Row-major strides of `dims`.
-std::vector<int64_t> strides_of(const std::vector<int64_t>& dims) {
-  std::vector<int64_t> s(dims.size(), 1);
-  for (size_t d = dims.size(); d-- > 1;) s[d - 1] = s[d] * dims[d];
-  return s;
-}
-
 // The reference: one output element at a time, accumulated in f64 from the
 // f32 operands.
 void tile_kernel(KernelContext& ctx) {
