@@ -3,12 +3,15 @@
 # and prints how many inputs it executed. Builds the instrumented tree first
 # when needed (clang-19, ASan + UBSan, no LLVM; fuzz/CMakeLists.txt).
 #
-#   scripts/fuzz.sh TARGET [--time SECONDS] [--jobs N] [--build-dir DIR]
+#   scripts/fuzz.sh TARGET [--time SECONDS] [--jobs N] [--build-dir DIR] [--no-build]
 #
 # TARGET: graph_parser, loop_parser, schedule_parser, tuning_db,
-# onnx_loader, artifact_loader (the fuzz_ prefix may be
-# given), or all (each in turn, SECONDS each: the ctest fuzz_smoke).
-# --jobs N runs N fuzzer processes on the one corpus (libFuzzer -fork=N).
+# onnx_loader, onnx_structured, artifact_loader (the fuzz_ prefix may be
+# given), or all (each in turn, SECONDS each: the ctest fuzz_smoke); `tree`
+# only configures the build tree (scripts/test.sh --sanitize=address,undefined
+# builds its tests there).
+# --jobs N runs N fuzzer processes on the one corpus (libFuzzer -fork=N);
+# --no-build runs the binaries as they are (while another build owns the tree).
 #
 # Corpus: the committed seeds in fuzz/corpus/fuzz_TARGET (read only;
 # onnx_structured shares onnx_loader's) and a working
@@ -26,20 +29,21 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
 
-all_targets=(graph_parser loop_parser schedule_parser tuning_db onnx_loader artifact_loader)
-usage() { echo "usage: scripts/fuzz.sh TARGET|all [--time SECONDS] [--jobs N] [--build-dir DIR]" >&2; exit 2; }
+all_targets=(graph_parser loop_parser schedule_parser tuning_db onnx_loader onnx_structured artifact_loader)
+usage() { echo "usage: scripts/fuzz.sh TARGET|all [--time SECONDS] [--jobs N] [--build-dir DIR] [--no-build]" >&2; exit 2; }
 [ $# -ge 1 ] || usage
 target="${1#fuzz_}"; shift
-secs=60 jobs=1 bdir="${TESSEL_FUZZ_BUILD_DIR:-build/fuzz}"
+secs=60 jobs=1 bdir="${TESSEL_FUZZ_BUILD_DIR:-build/fuzz}" build=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --time) secs="${2:?}"; shift 2 ;;
     --jobs) jobs="${2:?}"; shift 2 ;;
     --build-dir) bdir="${2:?}"; shift 2 ;;
+    --no-build) build=0; shift ;;
     *) usage ;;
   esac
 done
-if [ "$target" = all ]; then
+if [ "$target" = all ] || [ "$target" = tree ]; then
   targets=("${all_targets[@]}")
 else
   [[ " ${all_targets[*]} " == *" $target "* ]] || { echo "unknown fuzz target '$target' (one of: ${all_targets[*]}, all)" >&2; exit 2; }
@@ -47,12 +51,23 @@ else
 fi
 
 locked() { if [ -n "${TESSEL_BUILD_LOCK:-}" ]; then flock "$TESSEL_BUILD_LOCK" "$@"; else "$@"; fi; }
-if [ ! -f "$bdir/build.ninja" ]; then
+if [ "$build" = 1 ] && [ ! -f "$bdir/build.ninja" ]; then
+  # Tests and LLVM on: the same tree runs the unit and lit suites under the
+  # sanitizers (fuzz/CMakeLists.txt); the fuzz targets do not use LLVM.
   locked cmake -S . -B "$bdir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER="${CXX_FUZZ:-clang++-19}" \
-    -DTESSEL_FUZZ=ON -DTESSEL_BUILD_TESTS=OFF -DTESSEL_WITH_LLVM=OFF -DTESSEL_PYTHON=OFF >/dev/null
+    -DTESSEL_FUZZ=ON -DTESSEL_BUILD_TESTS=ON -DTESSEL_WITH_LLVM=ON -DTESSEL_PYTHON=OFF \
+    -DPython3_EXECUTABLE="$(command -v "${PYTHON:-python3}")" >/dev/null
 fi
-locked ninja -C "$bdir" -j"${TESSEL_FUZZ_JOBS:-2}" "${targets[@]/#/fuzz_}" | grep -v '^\[' || true
-for t in "${targets[@]}"; do [ -x "$bdir/bin/fuzz_$t" ] || { echo "fuzz_$t did not build" >&2; exit 1; }; done
+[ "$target" = tree ] && exit 0
+if [ "$build" = 1 ]; then
+  mkdir -p "$bdir/logs"
+  if ! locked ninja -C "$bdir" -j"${TESSEL_FUZZ_JOBS:-2}" "${targets[@]/#/fuzz_}" >"$bdir/logs/build.log" 2>&1; then
+    tail -40 "$bdir/logs/build.log" >&2
+    echo "building the fuzz targets failed; the log: $bdir/logs/build.log" >&2
+    exit 1
+  fi
+fi
+for t in "${targets[@]}"; do [ -x "$bdir/bin/fuzz_$t" ] || { echo "fuzz_$t is not built" >&2; exit 1; }; done
 
 node_tests="${TESSEL_NODE_TESTS:-build/node_tests}"
 # Extra seed folders of a target, made once in the build tree.
