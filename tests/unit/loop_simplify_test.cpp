@@ -82,6 +82,13 @@ TEST(LoopSimplify, FloorDivAndModRules) {
   EXPECT_EQ(simp(floordiv(x, 8), b), "0");
   EXPECT_EQ(simp(floormod(x + y * 8, 8), b), "x");
   EXPECT_EQ(simp(floormod(x, 4), b), "floormod(x, 4)");
+  // Multiples of the divisor anywhere in a sum, multiples of it too (a
+  // channel-blocked index: (z * 64 + y * 16 + x) over blocks of 16).
+  const Expr z = var("z");
+  EXPECT_EQ(simp(floordiv(z * 64 + (y * 16 + x), 16), {{"x", {0, 15}}}), "z * 4 + y");
+  EXPECT_EQ(simp(floormod(z * 64 + (y * 16 + x), 16), {{"x", {0, 15}}}), "x");
+  EXPECT_EQ(simp(floordiv((z * 24 + x) + y * 8, 8)), "floordiv(x, 8) + (z * 3 + y)");
+  EXPECT_EQ(simp(floormod(z * 24 + x + y * 12, 8)), "floormod(x + y * 12, 8)");
   // Narrow integers wrap: no cancellation.
   Expr c8 = int_imm(DType::I8, 8);
   EXPECT_EQ(simp(floordiv(b8 * c8, c8)), "floordiv(b8 * 8i8, 8i8)");

@@ -116,6 +116,7 @@ PassOptions pipeline_options(const std::map<std::string, int64_t>& dims, const D
   // The flash kernel takes half operands: fp32 attention keeps its ops.
   po.fuse_attention = po.gpu && cuda_flash_attention(o.knobs) && o.precision != Precision::FP32;
   po.winograd = po.cpu && knob_int(o.knobs, "conv.winograd", "on", 0) != 0;
+  po.blocked_layout = po.cpu && knob_int(o.knobs, "conv.blocked", "on", 0) != 0;
   switch (o.precision) {
     case Precision::FP32: po.precision = DType::F32; break;
     case Precision::BF16: po.precision = DType::BF16; break;

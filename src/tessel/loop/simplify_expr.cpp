@@ -181,6 +181,47 @@ class Rules {
     return false;
   }
 
+  // Matches x * c1 or c1 * x with c1 a multiple of c; *x = x * (c1 / c),
+  // the quotient (x itself when c1 is c).
+  static bool multiple_of(const Expr& e, int64_t c, Expr* x) {
+    if (mul_by(e, c, x)) return true;
+    if (!is_binary(e, BinaryOp::Mul)) return false;
+    for (int side : {1, 0}) {
+      int64_t c1 = 0;
+      if (as_const_int(e->args[side], &c1) && c1 % c == 0)
+        return *x = e->args[1 - side] * int_imm(e.dtype(), c1 / c), true;
+    }
+    return false;
+  }
+
+  // The addends of a sum (nested Adds flattened), in order.
+  static void addends(const Expr& e, std::vector<Expr>* out) {
+    if (!is_binary(e, BinaryOp::Add)) return out->push_back(e);
+    addends(e->args[0], out);
+    addends(e->args[1], out);
+  }
+
+  // A sum whose addends are in part multiples of c: *rest = the others,
+  // *quotient = the sum of the multiples divided by c. False when no addend
+  // or every addend is a multiple (then the rules above apply).
+  static bool split_multiples(const Expr& a, int64_t c, Expr* rest, Expr* quotient) {
+    if (!is_binary(a, BinaryOp::Add)) return false;
+    std::vector<Expr> terms;
+    addends(a, &terms);
+    Expr r, q;
+    for (const Expr& t : terms) {
+      Expr x;
+      if (multiple_of(t, c, &x))
+        q = q.defined() ? q + x : x;
+      else
+        r = r.defined() ? r + t : t;
+    }
+    if (!q.defined() || !r.defined()) return false;
+    *rest = r;
+    *quotient = q;
+    return true;
+  }
+
   bool within(const Expr& x, int64_t lo, int64_t hi) const {
     Interval r;
     return const_bounds(x, bounds_, &r) && r.lo >= lo && r.hi <= hi;
@@ -197,9 +238,12 @@ class Rules {
     // (x * c1) floordiv c => x * (c1 / c) when c divides c1
     if (is_binary(a, BinaryOp::Mul) && int_const(a->args[1]) && *int_const(a->args[1]) % *c == 0)
       return a->args[0] * int_imm(t, *int_const(a->args[1]) / *c);
-    // (x + y * c) floordiv c => x floordiv c + y
-    if (is_binary(a, BinaryOp::Add) && mul_by(a->args[1], *c, &x)) return floordiv(a->args[0], b) + x;
-    if (is_binary(a, BinaryOp::Add) && mul_by(a->args[0], *c, &x)) return floordiv(a->args[1], b) + x;
+    // (x + y * c) floordiv c => x floordiv c + y, and (x + y * c k)
+    // floordiv c => x floordiv c + y * k, over the addends of a sum (a
+    // channel block's index: (cb * 64 + v * 16 + l) floordiv 16 => cb * 4 +
+    // v + l floordiv 16)
+    Expr rest, quotient;
+    if (split_multiples(a, *c, &rest, &quotient)) return floordiv(rest, b) + quotient;
     // x floordiv c => 0 when 0 <= x < c
     if (within(a, 0, *c - 1)) return int_imm(t, 0);
     return std::nullopt;
@@ -213,9 +257,9 @@ class Rules {
     Expr x;
     // (x * c) floormod c => 0
     if (mul_by(a, *c, &x)) return int_imm(t, 0);
-    // (x + y * c) floormod c => x floormod c
-    if (is_binary(a, BinaryOp::Add) && mul_by(a->args[1], *c, &x)) return floormod(a->args[0], b);
-    if (is_binary(a, BinaryOp::Add) && mul_by(a->args[0], *c, &x)) return floormod(a->args[1], b);
+    // (x + y * c) floormod c => x floormod c, and (x + y * c k) alike
+    Expr rest, quotient;
+    if (split_multiples(a, *c, &rest, &quotient)) return floormod(rest, b);
     // x floormod c => x when 0 <= x < c
     if (within(a, 0, *c - 1)) return a;
     return std::nullopt;

@@ -149,7 +149,7 @@ std::optional<LoweredGroup> GroupLowerer::lower_depthwise(const Node& c) {
   // oh, ow) with the reduction replaced by the chain of the taps.
   const Expr n = loop::var("dn"), m = loop::var("dm"), oh = loop::var("doh"), ow = loop::var("dow");
   const Idx index{n, m, oh, ow};
-  if (!probe_conv(c, index)) return std::nullopt;
+  if (!probe_conv(c, group_.root->outputs.at(group_.root_output), index)) return std::nullopt;
   Expr xt = gemm_.a, wt = gemm_.b;  // the factor that reads the input moves with ow
   if (!loop::mentions_var(xt, ow->name)) std::swap(xt, wt);
   const bool fma = sched_.cpu.has_fma;

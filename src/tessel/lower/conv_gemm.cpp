@@ -197,16 +197,35 @@ Expr GroupLowerer::conv_reduce(ReduceOp op, const Expr& init, const Idx& extents
   return loop::var("gacc", DType::F32);
 }
 
-bool GroupLowerer::probe_conv(const Node& c, const Idx& index) {
+bool GroupLowerer::probe_conv(const Node& c, const Value* out, const Idx& index) {
   gemm_.node = &c;
   gemm_.probing = true;
   conv_ = ConvCapture{};
   conv_.active = true;
   levels_.assign(1, Level{});
   output_levels_ = 1;
-  value_at(group_.root->outputs.at(group_.root_output), index);
+  value_at(out, index);
   return gemm_.a.defined();
 }
+
+namespace {
+
+// The value a root tessel::ToBlocked converts (the group's result in the
+// plain layout), or null when the root is no ToBlocked.
+const Value* blocked_root_input(const Node& root) {
+  if (root.domain != "tessel" || root.op != "ToBlocked" || root.inputs.empty()) return nullptr;
+  return root.inputs[0];
+}
+
+// The blocked index [n, c / b, s..., c % b] of the plain index [n, c, s...].
+Idx blocked_index(const Idx& plain, int64_t block) {
+  Idx r{plain[0], loop::floordiv(plain[1], Expr(block))};
+  r.insert(r.end(), plain.begin() + 2, plain.end());
+  r.push_back(loop::floormod(plain[1], Expr(block)));
+  return r;
+}
+
+}  // namespace
 
 // The input's width when `c` is an unpadded stride-1 2-D convolution over
 // an input of constant shape whose kernel is wider than 1, else 0: such a
@@ -225,9 +244,15 @@ int64_t shifted_row_width(const Node& c, size_t rank) {
 }
 
 std::optional<LoweredGroup> GroupLowerer::lower_conv(const Node& c) {
-  const Value* out = group_.root->outputs.at(group_.root_output);
+  const Value* stored = group_.root->outputs.at(group_.root_output);
   const Value* cout = c.outputs.at(0);
   if (c.attr_int("group", 1) != 1) return lower_depthwise(c);
+  // A root tessel::ToBlocked (passes/blocked_layout.cpp): the epilogue
+  // computes the plain value at (n, oc, position) and stores it at the
+  // blocked index, where the 16 channels of a tile row are consecutive.
+  const Value* blocked_from = blocked_root_input(*group_.root);
+  const Value* out = blocked_from ? blocked_from : stored;
+  const int64_t block = blocked_from ? stored->type.shape->back().value() : 0;
   if (!out->type.has_shape() || !cout->type.has_shape() || *out->type.shape != *cout->type.shape) return std::nullopt;
   const Shape& dims = *out->type.shape;
   const size_t r = dims.size();
@@ -258,7 +283,9 @@ std::optional<LoweredGroup> GroupLowerer::lower_conv(const Node& c) {
   // The GEMM's rows: the output channels (A = the weights, B = the taps,
   // the positions a vector) or, transposed, the positions (A = the taps,
   // B = the weights, the channels a vector). See conv_rows_are_positions.
-  bool rows_are_positions = conv_rows_are_positions(c);
+  // A blocked output is stored a row of 16 channels at a time only with the
+  // channels as the columns (a stem conv over 3 input channels).
+  bool rows_are_positions = conv_rows_are_positions(c) || blocked_from;
   if (sched_.tuned)
     if (const Primitive* p = sched_.tuned->find("conv.gemm")) rows_are_positions = p->attr("rows") == "positions";
   if (sched_.gpu_gemm) rows_are_positions = false;
@@ -288,7 +315,7 @@ std::optional<LoweredGroup> GroupLowerer::lower_conv(const Node& c) {
   };
 
   // Probe: capture the weights (A), the input tap (B) and the padding test.
-  if (!probe_conv(c, out_index(oc, gj))) return std::nullopt;
+  if (!probe_conv(c, out, out_index(oc, gj))) return std::nullopt;
   const int64_t K = product(conv_.extents);
   if (K < 0) return std::nullopt;
   loop::Bounds bounds;
@@ -359,8 +386,8 @@ std::optional<LoweredGroup> GroupLowerer::lower_conv(const Node& c) {
       };
     }
   }
-  const loop::BufferRef out_buf =
-      make_buffer(str_cat("out", params_.size()), out->type.dtype, shape, loop::BufferScope::Param);
+  const loop::BufferRef out_buf = make_buffer(str_cat("out", params_.size()), out->type.dtype,
+                                              blocked_from ? shape_of(stored) : shape, loop::BufferScope::Param);
   const Expr ei = loop::var("gei"), ej = loop::var("gej");
   bounds[ei->name] = bounds[oc->name];
   bounds[ej->name] = bounds[gj->name];
@@ -372,7 +399,7 @@ std::optional<LoweredGroup> GroupLowerer::lower_conv(const Node& c) {
     const Idx index = out_index(ei, ej);
     const Expr v = value_at(out, index);
     std::vector<Stmt> stmts = levels_[0].stmts;
-    stmts.push_back(loop::store(out_buf, index, v));
+    stmts.push_back(loop::store(out_buf, blocked_from ? blocked_index(index, block) : index, v));
     Stmt st = wrap_allocs(levels_[0].allocs, loop::seq(stmts));
     if (shifted) {
       st = at_position(st, bounds, ej);

@@ -105,7 +105,7 @@ class GroupLowerer {
   // (channels, kernel offsets) and the padding condition of its body.
   std::optional<LoweredGroup> lower_conv(const Node& c);
   // Lowers the root at `index` capturing conv c's tap; false when it has none.
-  bool probe_conv(const Node& c, const Idx& index);
+  bool probe_conv(const Node& c, const Value* out, const Idx& index);
   // Depthwise (conv_depthwise.cpp): a direct kernel vectorized over ow.
   std::optional<LoweredGroup> lower_depthwise(const Node& c);
   Expr conv_reduce(ReduceOp op, const Expr& init, const Idx& extents, const std::function<Expr(const Idx&)>& body);

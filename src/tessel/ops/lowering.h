@@ -26,7 +26,7 @@ enum class FusionKind {
   Injective,    // out[i] = in[g(i)] (transpose, slice, concat, gather...): fuses like elementwise
   Reduction,    // reduces some axes: fuses with producers and with consumers
   Contraction,  // MatMul/Gemm: fuses with consumers (epilogues) and movement producers only
-  Materialized, // injective, but stored: producers join it; it joins no contraction's operand (tessel::Im2Col)
+  Materialized, // injective, but stored: producers join it; it joins no consumer (tessel::Im2Col, ToBlocked)
   Isolated,     // a kernel of its own: takes no producer, joins no consumer (tessel::TileTransform,
                 // whose elements each read several input elements a fused producer would recompute)
 };

@@ -123,6 +123,7 @@ const OpRegistry& OpRegistry::global() {
     register_signal_lowerings(r);
     register_im2col_op(r);
     register_tile_transform_op(r);
+    register_blocked_layout_ops(r);
     register_unpack_panels_op(r);
     return r;
   }();

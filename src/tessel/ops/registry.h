@@ -149,6 +149,7 @@ void register_elementwise_ops(OpRegistry& r);
 void register_reduction_ops(OpRegistry& r);
 void register_matmul_ops(OpRegistry& r);
 void register_conv_ops(OpRegistry& r);
+void register_blocked_layout_ops(OpRegistry& r);  // blocked.cpp: tessel::ToBlocked, FromBlocked (the CPU's blocked_layout pass)
 void register_tile_transform_op(OpRegistry& r);  // tile_transform.cpp: tessel::TileTransform (the CPU's winograd_conv pass)
 void register_im2col_op(OpRegistry& r);  // im2col.cpp: tessel::Im2Col (the CUDA target's conv_im2col pass)
 void register_unpack_panels_op(OpRegistry& r);  // unpack_panels.cpp: tessel::UnpackPanels (CPU prepack_weights pass)

@@ -90,7 +90,7 @@ void clear_test_passes() { test_passes().clear(); }
 std::vector<std::string> pipeline_pass_names() {
   return {"bind_dims", "infer_shapes", "fold_constants", "dce", "cse", "infer_shapes", "simplify_algebra",
           "merge_matmuls", "split_to_slices",
-          "lower_precision", "sink_transposes", "conv_im2col", "winograd_conv", "pad_conv_inputs", "subsample_conv_inputs", "fuse_attention", "gemm_weight_layout",
+          "lower_precision", "sink_transposes", "conv_im2col", "winograd_conv", "pad_conv_inputs", "subsample_conv_inputs", "blocked_layout", "fuse_attention", "gemm_weight_layout",
           "prepack_weights"};
 }
 
@@ -168,6 +168,10 @@ bool run_pipeline(Model& m, const PassOptions& o) {
   // CPU: strided 1x1 convolutions read a strided Slice of their input and
   // run at stride 1, whose B rows their GEMM copies whole.
   if (o.cpu) p.step("subsample_conv_inputs", [&] { return subsample_conv_inputs(m); });
+  // CPU, when asked: the activations between convolutions stored
+  // channel-blocked (after the two above, whose Pad and Slice outputs are
+  // stored values too).
+  if (o.cpu && o.blocked_layout) p.step("blocked_layout", [&] { return block_conv_layouts(m); });
   // Attention written as separate ops -> one Attention node (the flash kernel's).
   if (o.fuse_attention) p.step("fuse_attention", [&] { return fuse_attention(m); });
   // Last: folding would undo it (a Transpose of a constant).

@@ -35,6 +35,8 @@ struct PassOptions {
   bool fuse_attention = false;
   // winograd_conv runs (the CPU target, --knob conv.winograd.on=1).
   bool winograd = false;
+  // blocked_layout runs (the CPU target, --knob conv.blocked.on=1).
+  bool blocked_layout = false;
   // simplify_algebra also applies rules that round differently in floating
   // point (a*b + a*c => a*(b+c)); off, its float results stay the same.
   bool inexact_algebra = false;
@@ -73,6 +75,7 @@ bool prepack_gemm_weights(Model& m);                   // prepack_weights.cpp (C
 bool pad_conv_inputs(Model& m);                        // pad_conv_inputs.cpp (CPU target)
 bool winograd_convs(Model& m);                         // winograd_conv.cpp (CPU target)
 bool subsample_conv_inputs(Model& m);                  // subsample_conv_inputs.cpp (CPU target)
+bool block_conv_layouts(Model& m);                     // blocked_layout.cpp (CPU target)
 bool sink_transposes(Model& m);                        // sink_transposes.cpp
 // MatMuls of one value by constant matrices -> one MatMul and Slices
 // (merge_matmuls.cpp).

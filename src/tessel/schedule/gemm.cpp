@@ -355,6 +355,11 @@ int64_t conv_reduction(const Node& conv) {
 
 bool conv_rows_are_positions(const Node& conv) {
   if (conv.op != "Conv" || !conv.domain.empty() || conv.attr_int("group", 1) != 1 || conv.outputs.empty()) return false;
+  // Over a channel-blocked input (passes/blocked_layout.cpp) the taps of
+  // one position are 16 consecutive channels, and the positions that a
+  // vector would hold are a block apart: the positions are the rows.
+  const Node* x = conv.inputs.empty() || !conv.inputs[0] ? nullptr : conv.inputs[0]->producer;
+  if (x && x->domain == "tessel" && x->op == "FromBlocked") return true;
   const Value* y = conv.outputs[0];
   if (!y || !y->type.has_shape() || y->type.shape->size() < 3 || !(*y->type.shape)[1].is_const()) return false;
   int64_t positions = 1;
@@ -412,8 +417,12 @@ GemmSchedule default_gemm_schedule(const CpuInfo& cpu, int64_t M_hint, int64_t N
   const int64_t kc_cap =
       few_rows ? 512 : std::clamp<int64_t>(fit_blocks(cpu.l1d_bytes / 2, int64_t{l1_panel_width} * 4, 8), 16, 512);
   s.kc = static_cast<int>(balanced_block(K_hint, kc_cap, 1, 1));
-  // Half of L2 for the packed A block.
-  const int64_t mc_cap = fit_blocks(cpu.l2_bytes / 2, int64_t{s.kc} * 4, s.mr);
+  // Half of L2 for the packed A block, and at most as many rows as a
+  // partial C block one tile wide holds in a Local buffer (a short K, a
+  // convolution over 16 channels with 12544 positions as rows, would
+  // otherwise take them all).
+  const int64_t mc_cap = std::min(fit_blocks(cpu.l2_bytes / 2, int64_t{s.kc} * 4, s.mr),
+                                  fit_blocks(int64_t{1} << 20, int64_t{s.nr} * 4, s.mr));
   s.parallel_over_n_blocks = parallel_over_n_blocks;
   // The cores' tasks come from the N blocks (M blocks as one core would
   // take them) or, split_m, from M blocks made a multiple of the cores.

@@ -168,6 +168,10 @@ const std::map<std::string, PrimSpec>& specs() {
     // default: on NCHW its transforms cost more than the products they save,
     // docs/performance.md).
     m["conv.winograd"] = {0, 0, {{"on", flag()}}, {"conv_gemm"}};
+    // on=1: the activations between convolutions stored channel-blocked
+    // (a model-wide --knob read by the graph pipeline,
+    // passes/blocked_layout.cpp; docs/layouts.md).
+    m["conv.blocked"] = {0, 0, {{"on", flag()}}, {"conv_gemm"}};
     // GPU templates (schedule/gpu_schedule.h, codegen/cuda/mma_gemm.h,
     // flash_attention.cpp): what the TESSEL_CUDA_* environment switches chose
     // before they became knobs (--knob, gemm_target_for).
