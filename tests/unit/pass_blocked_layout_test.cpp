@@ -235,6 +235,27 @@ TEST(PassBlockedLayout, BlockedConvStoresWholeBlocks) {
   EXPECT_EQ(blocked_convs, 2u);
 }
 
+// With Winograd over the blocked layout (winograd_conv's own ToBlocked of
+// its input): the pass makes that the value's block for its other readers
+// too, so that no value is blocked twice; the lowered model matches the
+// interpreter within the Winograd error.
+TEST(PassBlockedLayout, ReusesAReadersBlock) {
+  TS_REQUIRE_OPS("Conv", "Relu", "MaxPool", "Add", "GlobalAveragePool", "Pad", "Slice");
+  auto m = net({.c = 32, .h = 32});
+  auto ref = clone(*m);
+  // The block's 3x3 (stride 1, 32 -> 32 channels over 16 x 16, its input padded) as Winograd.
+  ASSERT_TRUE(winograd_convs(*m, true));
+  ASSERT_TRUE(block_conv_layouts(*m));
+  EXPECT_NO_THROW(verify_model(*m));
+  std::map<const Value*, int> blocks;
+  for (const auto& n : m->graph->nodes())
+    if (n->op == "ToBlocked") ++blocks[n->input(0)];
+  for (const auto& [v, count] : blocks) EXPECT_EQ(count, 1) << v->name;
+  testing::expect_same_results(*ref, *m, {}, 2e-5);
+  const testing::EvalRun r = testing::expect_lowered_matches(*m, {}, Tolerance{2e-5, 2e-4});
+  EXPECT_EQ(r.interpreted, 0u);
+}
+
 // The pipeline runs the pass for the CPU only when asked.
 TEST(PassBlockedLayout, RunsWhenAsked) {
   TS_REQUIRE_OPS("Conv");

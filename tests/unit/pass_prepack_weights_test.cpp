@@ -151,15 +151,69 @@ TEST(PassPrepackWeights, LeavesOtherProductsAlone) {
   Value* x = b.input("x", DType::F32, {3, 20});
   Value* y = b.input("y", DType::F32, {20, 40});
   Value* xs = b.input("xs", DType::F32, {3, 8});
-  Value* xb = b.input("xb", DType::F32, {2, 3, 20});
+  Value* xb = b.input("xb", DType::F32, {2, 2, 3, 20});
   Value* a = b.op("MatMul", {x, y});                                // B not constant
   Value* c = b.op("MatMul", {xs, b.constant(numbered(8, 40))});     // K < 16
   Value* d = b.op("MatMul", {x, b.constant(numbered(20, 9))});      // N < 16
   Tensor batched(DType::F32, {2, 20, 40});
-  Value* e = b.op("MatMul", {xb, b.constant(batched)});             // B with a batch dim
+  Value* e = b.op("MatMul", {xb, b.constant(batched)});             // a batch of B broadcast over two A dims
   b.outputs({a, c, d, e});
   infer_shapes(m, PassOptions{});
   EXPECT_FALSE(prepack_gemm_weights(m));
+}
+
+// A batched MatMul by a constant batch of matrices [3, K = 20, N = 37] (a
+// Winograd convolution's transformed weights): each matrix's panels after
+// the previous one's, unpacked by the batch attribute; the same results,
+// and the GEMM reads the panels in place.
+TEST(PassPrepackWeights, BatchedConstantWeightsBecomePanels) {
+  Model m;
+  GraphBuilder b(m);
+  Value* x = b.input("x", DType::F32, {3, 5, 20});
+  Tensor w(DType::F32, {3, 20, 37});
+  for (int64_t i = 0; i < w.numel(); ++i) w.set_f64(i, static_cast<double>(i % 997) / 97.0);
+  b.output(b.op("MatMul", {x, b.constant(w, "w")}));
+  infer_shapes(m, PassOptions{});
+  auto ref = testing::clone(m);
+  ASSERT_TRUE(prepack_gemm_weights(m));
+  EXPECT_NO_THROW(verify_model(m));
+  const Node* u = producer_of_b(*m.graph, m.graph->outputs[0]->name);
+  ASSERT_TRUE(u);
+  EXPECT_EQ(u->op, "UnpackPanels");
+  EXPECT_EQ(u->attr_int("batch", 1), 3);
+  const Tensor& p = *u->input(0)->constant;
+  ASSERT_EQ(p.shape(), (std::vector<int64_t>{12, 20, 16}));  // 4 panels (37 -> 64 columns) per matrix
+  for (int64_t e = 0; e < 3; ++e)
+    for (int64_t j = 0; j < 64; ++j)
+      for (int64_t k = 0; k < 20; ++k) {
+        const double want = j < 37 ? w.get_f64((e * 20 + k) * 37 + j) : 0.0;
+        ASSERT_EQ(p.get_f64(((e * 4 + j / 16) * 20 + k) * 16 + j % 16), want) << e << " " << j << " " << k;
+      }
+  testing::expect_same_results(*ref, m, {}, 0);
+  EXPECT_FALSE(prepack_gemm_weights(m));
+  const CompiledModel c = lower_for_cpu(m);
+  ASSERT_EQ(c.lowered.size(), 1u);
+  EXPECT_EQ(c.lowered[0].schedule, "gemm");
+  EXPECT_EQ(c.lowered[0].gemm_shape.b_panel_width, 16);
+  const std::vector<RtValue> in = testing::random_inputs(*m.graph, {}, 5);
+  const std::vector<RtValue> want = Interpreter().run(*m.graph, in);
+  const testing::EvalRun got = testing::run_lowered(m, in);
+  EXPECT_EQ(compare_tensors(got.outputs[0].tensor, want[0].tensor, Tolerance{1e-5, 1e-5}), "");
+  // The batch must divide the panels, and goes without row_dims.
+  for (const auto& [attrs, what] : std::vector<std::pair<Attrs, std::string>>{
+           {{{"columns", Attribute::of_int(10)}, {"batch", Attribute::of_int(4)}}, "divide"},
+           {{{"columns", Attribute::of_int(10)}, {"batch", Attribute::of_int(2)}, {"row_dims", Attribute::of_ints({6})}},
+            "row_dims"}}) {
+    Model bad;
+    GraphBuilder bb(bad);
+    bb.output(bb.op("UnpackPanels", {bb.constant(Tensor(DType::F32, {2, 6, 16}), "p")}, attrs, "tessel"));
+    try {
+      infer_shapes(bad, PassOptions{});
+      ADD_FAILURE() << "accepted " << what;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  }
 }
 
 // The CPU pipeline with a product whose weight is prepacked; N = 100 pads

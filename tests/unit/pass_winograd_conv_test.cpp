@@ -144,22 +144,65 @@ TEST(PassWinogradConv, MatchesTheDirectConvolution) {
   }
 }
 
-// Each transform is a kernel of its own (Isolated): it takes no producer
-// and joins no consumer; the final interleave, bias and ReLU are one kernel.
+// Each transform is a kernel of its own (Isolated): it takes movement
+// producers only (a Reshape, a Transpose: index expressions) and joins no
+// consumer; the final interleave, bias and ReLU are one kernel.
 TEST(PassWinogradConv, EachTransformIsAKernelOfItsOwn) {
   TS_REQUIRE_OPS("Conv", "Relu");
-  auto m = conv_model({1, 16, 16, 16}, {16, 16, 3, 3}, {{"pads", ints({1, 1, 1, 1})}});
-  ASSERT_TRUE(winograd_convs(*m));
-  const FusionPlan p = plan_fusion(*m->graph, OpRegistry::global());
-  size_t transforms = 0;
-  for (const FusionGroup& g : p.groups) {
-    bool has_transform = false;
-    for (const Node* n : g.nodes) has_transform = has_transform || n->op == "TileTransform";
-    if (!has_transform) continue;
-    ++transforms;
-    EXPECT_EQ(g.nodes.size(), 1u) << g.name;
+  for (bool blocked : {false, true}) {
+    auto m = conv_model({1, 16, 16, 16}, {16, 16, 3, 3}, {{"pads", ints({1, 1, 1, 1})}});
+    ASSERT_TRUE(winograd_convs(*m, blocked));
+    const FusionPlan p = plan_fusion(*m->graph, OpRegistry::global());
+    size_t transforms = 0;
+    for (const FusionGroup& g : p.groups) {
+      size_t in_group = 0;
+      for (const Node* n : g.nodes) in_group += n->op == "TileTransform";
+      if (in_group == 0) continue;
+      ++transforms;
+      EXPECT_EQ(in_group, 1u) << g.name;
+      EXPECT_EQ(g.root->op, "TileTransform") << g.name;
+      for (const Node* n : g.nodes)
+        if (n != g.root) EXPECT_TRUE(n->op == "Reshape" || n->op == "Transpose") << g.name << ": " << n->op;
+    }
+    EXPECT_EQ(transforms, 4u) << blocked;
   }
-  EXPECT_EQ(transforms, 4u);
+}
+
+// Over the blocked layout (16 divides both channel counts): the input is
+// blocked once, the transforms run along the channel blocks, the GEMM takes
+// the tiles as rows against U transposed ([36, C, K]); the same results as
+// the direct convolution within the Winograd error, also lowered.
+TEST(PassWinogradConv, BlockedMatchesTheDirectConvolution) {
+  TS_REQUIRE_OPS("Conv", "MatMul", "Relu");
+  const std::vector<Case> cases{
+      {{1, 16, 14, 14}, {32, 16, 3, 3}, {1, 1, 1, 1}, true},
+      {{2, 32, 9, 11}, {16, 32, 3, 3}, {2, 1, 0, 2}, false},
+      {{1, 48, 19, 15}, {16, 48, 3, 3}, {0, 0, 0, 0}, true},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE(i);
+    const Case& c = cases[i];
+    auto m = conv_model(c.x, c.w, {{"pads", ints(c.pads)}}, c.bias);
+    auto ref = clone(*m);
+    ASSERT_TRUE(winograd_convs(*m, true));
+    EXPECT_NO_THROW(verify_model(*m));
+    EXPECT_EQ(count_ops(*m->graph, "Conv"), 0u);
+    EXPECT_EQ(count_ops(*m->graph, "ToBlocked"), 1u);
+    EXPECT_EQ(count_ops(*m->graph, "TileTransform"), 4u);
+    const Node* mm = nullptr;
+    for (const auto& n : m->graph->nodes())
+      if (n->op == "MatMul") mm = n.get();
+    ASSERT_TRUE(mm);
+    ASSERT_TRUE(mm->input(1)->is_constant());
+    EXPECT_EQ(mm->input(1)->constant->shape(), (std::vector<int64_t>{36, c.x[1], c.w[0]}));
+    testing::expect_same_results(*ref, *m, {}, 2e-5);
+    const testing::EvalRun r = testing::expect_lowered_matches(*m, {}, Tolerance{2e-5, 2e-4});
+    EXPECT_EQ(r.interpreted, 0u);
+  }
+  // A channel count 16 does not divide: the NCHW form.
+  auto m = conv_model({1, 24, 16, 16}, {16, 24, 3, 3}, {{"pads", ints({1, 1, 1, 1})}});
+  ASSERT_TRUE(winograd_convs(*m, true));
+  EXPECT_EQ(count_ops(*m->graph, "ToBlocked"), 0u);
 }
 
 // Left alone: strided, dilated, grouped, 5x5, too few channels, too few

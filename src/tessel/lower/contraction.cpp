@@ -52,16 +52,20 @@ int64_t hint(const Dim& d) { return d.is_const() ? d.value() : -1; }
 
 }  // namespace
 
-void find_b_panels(const Expr& b, const Expr& k, const Expr& column, const loop::Bounds& bounds, GemmOperands* ops) {
+void find_b_panels(const Expr& b, const Expr& k, const Expr& column, const loop::Bounds& bounds, GemmOperands* ops,
+                   int64_t batch, const std::string& batch_var) {
   if (b->kind != loop::ExprKind::Load || !b->buffer || b->buffer->scope != loop::BufferScope::Param ||
       b->buffer->dtype != DType::F32 || b->buffer->shape.size() != 3)
     return;
   int64_t panels = 0, width = 0;
   if (!loop::as_const_int(b->buffer->shape[0], &panels) || !loop::as_const_int(b->buffer->shape[2], &width) ||
-      width < 1)
+      width < 1 || batch < 1 || panels % batch != 0)
     return;
+  // A batch of B: each product's panels follow the previous one's.
+  panels /= batch;
+  const Expr base = batch > 1 ? loop::var(batch_var) * Expr(panels) : Expr(0);
   const Expr expected =
-      loop::load(b->buffer, {loop::floordiv(column, Expr(width)), k, loop::floormod(column, Expr(width))});
+      loop::load(b->buffer, {base + loop::floordiv(column, Expr(width)), k, loop::floormod(column, Expr(width))});
   // Both sides in fold_affine's canonical form: b may come simplified but
   // unfolded (a conv weight's k, a sum over its digits).
   const auto canonical = [&](const Expr& e) { return loop::simplify(loop::fold_affine(e, bounds), bounds); };
@@ -69,6 +73,7 @@ void find_b_panels(const Expr& b, const Expr& k, const Expr& column, const loop:
   ops->b_panels = b->buffer;
   ops->panel_width = width;
   ops->panel_columns = panels * width;
+  ops->b_panel_base = base;
 }
 
 Expr GroupLowerer::contraction_reduce(ReduceOp op, const Expr& init, const Idx& extents,
@@ -301,6 +306,7 @@ std::optional<LoweredGroup> GroupLowerer::lower_contraction_with(const Node& c, 
   CpuInfo cpu = sched_.cpu;
   cpu.cores = std::max(cpu.cores, 2);
   if (nbatch == 0) find_b_panels(b, k, loop::var("gj"), bounds, &ops);
+  if (nbatch > 0 && batch.is_const()) find_b_panels(b, k, loop::var("gj"), bounds, &ops, batch.value(), bb);
   GemmSchedule gs = default_gemm_schedule(cpu, hint(M), hint(columns), k_hint, sched_.parallel, hint(batch),
                                           static_cast<bool>(ops.b_panels));
   gs.parallel_over_m_blocks = sched_.parallel;

@@ -153,8 +153,11 @@ bool conv_candidate(const Node& n);
 // When B (at reduction index k and `column`) reads a prepacked weight's
 // panels (tessel::UnpackPanels: a Param [P, K, W] at [column / W, k,
 // column % W]), sets ops' b_panels, panel_width and panel_columns, so that
-// the GEMM can read the panels in place.
-void find_b_panels(const Expr& b, const Expr& k, const Expr& column, const loop::Bounds& bounds, GemmOperands* ops);
+// the GEMM can read the panels in place. A batch of `batch` products (index
+// batch_var) reads the panels of product b from b * P / batch on
+// (UnpackPanels' batch attribute).
+void find_b_panels(const Expr& b, const Expr& k, const Expr& column, const loop::Bounds& bounds, GemmOperands* ops,
+                   int64_t batch = 1, const std::string& batch_var = "");
 // The GEMM as one Contract statement (NestSchedule::gpu_gemm); its
 // variables are named prefix + "_i", "_j", "_k", "_acc" (and "_b" without a
 // batch variable of the operands).

@@ -27,8 +27,9 @@ enum class FusionKind {
   Reduction,    // reduces some axes: fuses with producers and with consumers
   Contraction,  // MatMul/Gemm: fuses with consumers (epilogues) and movement producers only
   Materialized, // injective, but stored: producers join it; it joins no consumer (tessel::Im2Col, ToBlocked)
-  Isolated,     // a kernel of its own: takes no producer, joins no consumer (tessel::TileTransform,
-                // whose elements each read several input elements a fused producer would recompute)
+  Isolated,     // a kernel of its own: takes movement (injective) producers only, joins no consumer
+                // (tessel::TileTransform, whose elements each read several input elements a fused
+                // producer would recompute)
 };
 
 enum class ReduceOp { Sum, Prod, Max, Min };

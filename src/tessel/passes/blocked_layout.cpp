@@ -25,7 +25,8 @@
 //   v = P(...)                 v = P(...); vb = tessel::ToBlocked(v)
 //   w = C(v, ...)        =>    w = C(tessel::FromBlocked(vb), ...)
 //
-// with one FromBlocked per consuming node, so that fusion takes each into
+// with one FromBlocked per consuming node (a reader's own ToBlocked of v,
+// winograd_conv's, becomes v's block), so that fusion takes each into
 // its consumer's kernel and the ToBlocked into the producer's: no kernel
 // converts on its own, and no pair of conversions meets in one kernel.
 // The graph computes the same values (FromBlocked(ToBlocked(v)) is v).
@@ -84,10 +85,15 @@ bool writes_blocked_cheaply(const Node& n) {
   return blockable_conv(n) || is_elementwise(n) || pool(n) || spatial_pad(n) || spatial_slice(n);
 }
 
+// A ToBlocked to 16-channel blocks (winograd_conv's, over the blocked
+// layout): the value's block, once it is stored blocked.
+bool blocks_of_16(const Node& n) { return n.domain == "tessel" && n.op == "ToBlocked" && n.attr_int("block", 16) == kBlock; }
+
 // Whether `n` reads its input `slot` in place through a blocked index, and
 // whether it then stores `v` in any case (does not fuse its producer).
 bool reads_blocked(const Node& n, size_t slot, bool* stores_input) {
   *stores_input = true;
+  if (blocks_of_16(n)) return true;
   if (blockable_conv(n)) return slot == 0;
   if (pool(n) || plain(n, "GlobalAveragePool") || spatial_pad(n) || spatial_slice(n)) return slot == 0;
   *stores_input = false;
@@ -133,6 +139,8 @@ bool blockable_value(const Value* v, const std::vector<Use>& uses, const std::se
   if (!v->producer || escapes.count(v) || uses.empty() || v->type.dtype != DType::F32) return false;
   if (!static_dims_of(v, &d) || d.size() != 4 || d[1] % kBlock != 0) return false;
   if (!writes_blocked_cheaply(*v->producer)) return false;
+  // Already blocked for all its readers.
+  if (std::all_of(uses.begin(), uses.end(), [](const Use& u) { return blocks_of_16(*u.node); })) return false;
   bool stored = uses.size() > 1;
   for (const Use& u : uses) {
     bool stores_input = false;
@@ -159,17 +167,30 @@ bool block_conv_layouts(Model& m) {
   for (Value* v : blocked) {
     const std::vector<Use>& us = uses[v];
     const Shape& s = *v->type.shape;
-    // Before the first consumer in node order (the uses are in that order).
-    Node* to = g.insert_node_before(us.front().node, "ToBlocked", {v}, 1, {{"block", Attribute::of_int(kBlock)}});
+    // The block a reader made already, else a new one before the first
+    // consumer in node order (the uses are in that order).
+    const auto made = std::find_if(us.begin(), us.end(), [](const Use& u) { return blocks_of_16(*u.node); });
+    Node* to = made != us.end() ? made->node
+                                : g.insert_node_before(us.front().node, "ToBlocked", {v}, 1,
+                                                       {{"block", Attribute::of_int(kBlock)}});
     to->domain = "tessel";
     to->outputs[0]->type = Type::tensor(DType::F32, {s[0], Dim(s[1].value() / kBlock), s[2], s[3], Dim(kBlock)});
     for (const Use& u : us) {
+      if (blocks_of_16(*u.node)) {
+        if (u.node != to) g.replace_all_uses(u.node->outputs[0], to->outputs[0]);
+        continue;
+      }
       Node* from = g.insert_node_before(u.node, "FromBlocked", {to->outputs[0]}, 1,
                                         {{"channels", Attribute::of_int(s[1].value())}});
       from->domain = "tessel";
       from->outputs[0]->type = v->type;
       u.node->inputs[u.slot] = from->outputs[0];
     }
+  }
+  // A reused block may come after readers that now read it.
+  if (!blocked.empty()) {
+    g.topo_sort();
+    eliminate_dead_code(m);
   }
   return !blocked.empty();
 }

@@ -126,11 +126,13 @@ FusionPlan plan_fusion(const Graph& g, const OpRegistry& reg, const std::set<con
       if (c != uses.consumers.end() && !c->second.empty()) {
         const size_t gid = group_of.at(c->second.front());
         const bool injective = fusion_kind(*n, reg) == FusionKind::Injective;
-        // An Isolated node neither joins its consumer nor takes producers;
-        // a Materialized one takes producers but joins no consumer.
+        // An Isolated node joins no consumer and takes movement producers
+        // only (an index expression costs nothing to recompute; a value
+        // would be computed once per read); a Materialized one takes
+        // producers but joins no consumer.
         bool same = compiled[gid] && used_outputs(*roots[gid]) == 1 &&
                     fusion_kind(*n, reg) != FusionKind::Isolated && fusion_kind(*n, reg) != FusionKind::Materialized &&
-                    fusion_kind(*roots[gid], reg) != FusionKind::Isolated;
+                    (injective || fusion_kind(*roots[gid], reg) != FusionKind::Isolated);
         bool feeds_contraction = false;
         for (const Node* consumer : c->second) {
           same = same && group_of.at(consumer) == gid;

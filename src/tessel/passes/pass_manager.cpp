@@ -161,7 +161,7 @@ bool run_pipeline(Model& m, const PassOptions& o) {
   // CPU, when asked: stride-1 3x3 convolutions as Winograd F(4x4, 3x3)
   // (before pad_conv_inputs, which would pad their inputs for the direct
   // GEMM).
-  if (o.cpu && o.winograd) p.step("winograd_conv", [&] { return winograd_convs(m); });
+  if (o.cpu && o.winograd) p.step("winograd_conv", [&] { return winograd_convs(m, o.blocked_layout); });
   // CPU: stride-1 convolutions read an explicitly padded input, whose rows
   // their GEMM copies whole (after precision: f32 convolutions only).
   if (o.cpu) p.step("pad_conv_inputs", [&] { return pad_conv_inputs(m); });

@@ -73,7 +73,10 @@ bool relayout_gemm_weights(Model& m);                  // gemm_weight_layout.cpp
 bool convs_to_im2col(Model& m);                        // conv_im2col.cpp (CUDA target)
 bool prepack_gemm_weights(Model& m);                   // prepack_weights.cpp (CPU target)
 bool pad_conv_inputs(Model& m);                        // pad_conv_inputs.cpp (CPU target)
-bool winograd_convs(Model& m);                         // winograd_conv.cpp (CPU target)
+// Stride-1 3x3 convolutions as Winograd F(4x4, 3x3); `blocked`: over the
+// channel-blocked layout where 16 divides both channel counts
+// (winograd_conv.cpp, CPU target).
+bool winograd_convs(Model& m, bool blocked = false);
 bool subsample_conv_inputs(Model& m);                  // subsample_conv_inputs.cpp (CPU target)
 bool block_conv_layouts(Model& m);                     // blocked_layout.cpp (CPU target)
 bool sink_transposes(Model& m);                        // sink_transposes.cpp

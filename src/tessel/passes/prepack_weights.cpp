@@ -32,10 +32,15 @@
 //
 //   W = tessel::UnpackPanels(P) with row_dims = [C, KH, KW]
 //
+// A batched MatMul by a constant [batch, K, N] (batch up to 64: a Winograd
+// convolution's 36 transformed weights) is packed per matrix, the panels of
+// each after the previous one's (UnpackPanels' batch attribute), and read in
+// place the same way.
+//
 // Does not fire when B is not constant (attention's products), not f32
 // (--precision bf16 weights keep their packing; their loads convert), has
 // fewer than 16 columns or rows (a GEMV-like weight packs in no time), or
-// when the node is not a plain 2-D product (B with batch dims).
+// when B has batch dims other than one batch axis over an A of rank 3.
 // Runs last, after gemm_weight_layout: folding would turn UnpackPanels of a
 // constant back into the constant.
 #include <cstring>
@@ -57,6 +62,7 @@ struct Weight {
   const Tensor* t = nullptr;
   bool transposed = false;
   int64_t k = 0, n = 0;
+  int64_t batch = 1;  // a batch of matrices [batch, K, N] (never transposed)
 };
 
 bool f32_matrix(const Value* v) {
@@ -72,8 +78,26 @@ std::optional<Weight> matrix(Weight w, const Value* b) {
   return w;
 }
 
+// A MatMul by a constant batch of matrices [batch, K, N] (a Winograd
+// convolution's transformed weight, passes/winograd_conv.cpp), whose
+// product is batched as well (A of rank 3).
+std::optional<Weight> batched_weight(const Node& n) {
+  const Value *a = n.input(0), *b = n.input(1);
+  if (n.op != "MatMul" || !b->is_constant() || b->constant->rank() != 3 || b->constant->dtype() != DType::F32 ||
+      !a || !a->type.has_shape() || a->type.shape->size() != 3)
+    return std::nullopt;
+  Weight w;
+  w.t = &*b->constant;
+  w.batch = w.t->dim(0);
+  w.k = w.t->dim(1);
+  w.n = w.t->dim(2);
+  if (w.batch > 64 || w.k < kPanel || w.n < kPanel) return std::nullopt;
+  return w;
+}
+
 std::optional<Weight> constant_weight(const Node& n) {
   if (!n.domain.empty() || (n.op != "MatMul" && n.op != "Gemm") || n.inputs.size() < 2) return std::nullopt;
+  if (std::optional<Weight> w = batched_weight(n)) return w;
   const Value* b = n.input(1);
   if (!b || !b->type.has_shape() || b->type.shape->size() != 2) return std::nullopt;
   Weight w;
@@ -105,16 +129,19 @@ std::optional<Weight> conv_weight(const Node& n) {
   return r;
 }
 
-// P[p, k, x] = B[k, p * 16 + x], zero past N.
+// P[p, k, x] = B[k, p * 16 + x], zero past N; a batch's matrices one after
+// the other (P[b * np + p, k, x] = B[b, k, p * 16 + x]).
 Tensor panels(const Weight& w) {
   const int64_t np = (w.n + kPad - 1) / kPad * (kPad / kPanel);
-  Tensor p(DType::F32, {np, w.k, kPanel});
+  Tensor p(DType::F32, {w.batch * np, w.k, kPanel});
   float* dst = reinterpret_cast<float*>(p.mutable_raw());
   const float* src = reinterpret_cast<const float*>(w.t->raw());
   std::memset(dst, 0, p.nbytes());
-  for (int64_t j = 0; j < w.n; ++j)
-    for (int64_t k = 0; k < w.k; ++k)
-      dst[((j / kPanel) * w.k + k) * kPanel + j % kPanel] = w.transposed ? src[j * w.k + k] : src[k * w.n + j];
+  for (int64_t b = 0; b < w.batch; ++b)
+    for (int64_t j = 0; j < w.n; ++j)
+      for (int64_t k = 0; k < w.k; ++k)
+        dst[((b * np + j / kPanel) * w.k + k) * kPanel + j % kPanel] =
+            w.transposed ? src[j * w.k + k] : src[(b * w.k + k) * w.n + j];
   return p;
 }
 
@@ -160,6 +187,10 @@ bool prepack_gemm_weights(Model& m) {
     if (!p) p = g.add_initializer(g.fresh_name(n->input(1)->name + "_panels"), conv ? conv_panels(*w) : panels(*w));
     std::map<std::string, Attribute> attrs{{"columns", Attribute::of_int(w->n)}};
     Shape out{Dim(w->k), Dim(w->n)};
+    if (w->batch > 1) {
+      attrs["batch"] = Attribute::of_int(w->batch);
+      out.insert(out.begin(), Dim(w->batch));
+    }
     if (conv) {
       std::vector<int64_t> rows(w->t->shape().begin() + 1, w->t->shape().end());
       attrs["row_dims"] = Attribute::of_ints(rows);

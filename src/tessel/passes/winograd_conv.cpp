@@ -151,65 +151,135 @@ Value* emit(Graph& g, Node* at, const std::string& op, std::vector<Value*> in, c
   return n->outputs[0];
 }
 
-void rewrite(Graph& g, const Candidate& c) {
+// The nodes of one convolution's rewrite, inserted before it.
+struct Rewriter {
+  Graph& g;
+  const Candidate& c;
   Node* n = c.conv;
-  const int64_t nb = c.x[0], ch = c.x[1], w = c.x[3], k = c.w[0];
-  const int64_t th = (c.oh + kM - 1) / kM, tw = (c.ow + kM - 1) / kM;
   const std::string base = n->outputs[0]->name;
-  const auto i64s = [&](const std::vector<int64_t>& v) {
+
+  Value* i64s(const std::vector<int64_t>& v) {
     return g.add_initializer(g.fresh_name(base + "_wino"), Tensor::from_i64(v));
-  };
-  const auto reshape = [&](Value* v, const std::vector<int64_t>& to) { return emit(g, n, "Reshape", {v, i64s(to)}, to); };
-  const auto tile = [&](Value* v, Value* coef, int64_t axis, int64_t pad, int64_t count, const std::vector<int64_t>& out) {
+  }
+  Value* constant(const char* what, Tensor t) { return g.add_initializer(g.fresh_name(base + what), std::move(t)); }
+  Value* reshape(Value* v, const std::vector<int64_t>& to) { return emit(g, n, "Reshape", {v, i64s(to)}, to); }
+  Value* transpose(Value* v, const std::vector<int64_t>& perm, const std::vector<int64_t>& out) {
+    return emit(g, n, "Transpose", {v}, out, {{"perm", Attribute::of_ints(perm)}});
+  }
+  Value* tile(Value* v, Value* coef, int64_t axis, int64_t pad, int64_t count, const std::vector<int64_t>& out) {
     return emit(g, n, "TileTransform", {v, coef}, out,
                 {{"mode", Attribute::of_string("tile")}, {"axis", Attribute::of_int(axis)}, {"step", Attribute::of_int(kM)},
                  {"pad", Attribute::of_int(pad)}, {"tiles", Attribute::of_int(count)}},
                 "tessel");
-  };
-  const auto apply = [&](Value* v, Value* coef, int64_t axis, const std::vector<int64_t>& out) {
+  }
+  Value* apply(Value* v, Value* coef, int64_t axis, const std::vector<int64_t>& out) {
     return emit(g, n, "TileTransform", {v, coef}, out,
                 {{"mode", Attribute::of_string("apply")}, {"axis", Attribute::of_int(axis)}}, "tessel");
-  };
-  Value* bt = g.add_initializer(g.fresh_name(base + "_wino_bt"), matrix(kBt));
-  Value* at = g.add_initializer(g.fresh_name(base + "_wino_at"), matrix(kAt));
-  Tensor ut = transformed_weight(*n->input(1)->constant);
-  if (nb > 1) ut = ut.reshaped({kA * kA, 1, k, ch});
-  Value* u = g.add_initializer(g.fresh_name(base + "_wino_u"), std::move(ut));
+  }
 
-  Value* z = tile(n->input(0), bt, 2, c.pads[0], th, {kA, nb, ch, th, w});
-  Value* v = tile(z, bt, 4, c.pads[1], tw, {kA, kA, nb, ch, th, tw});
+  // The tiles' output y [N, K, 4 TH, 4 TW] sliced to the convolution's
+  // output, plus the bias; the last node takes over the convolution's
+  // output value, so that every use and a graph output's name stay as they
+  // are.
+  void finish(Value* y) {
+    const int64_t nb = c.x[0], k = c.w[0];
+    if (y->type.shape->at(2).value() != c.oh || y->type.shape->at(3).value() != c.ow)
+      y = emit(g, n, "Slice", {y, i64s({0, 0}), i64s({c.oh, c.ow}), i64s({2, 3})}, {nb, k, c.oh, c.ow});
+    if (n->inputs.size() > 2 && n->input(2))
+      y = emit(g, n, "Add", {y, reshape(n->input(2), {k, 1, 1})}, {nb, k, c.oh, c.ow});
+    Node* last = y->producer;
+    std::swap(last->outputs[0], n->outputs[0]);
+    last->outputs[0]->producer = last;
+    n->outputs[0]->producer = n;
+    g.remove_node(n);
+  }
+};
+
+void rewrite(Graph& g, const Candidate& c) {
+  Rewriter r{g, c};
+  const int64_t nb = c.x[0], ch = c.x[1], w = c.x[3], k = c.w[0];
+  const int64_t th = (c.oh + kM - 1) / kM, tw = (c.ow + kM - 1) / kM;
+  Value* bt = r.constant("_wino_bt", matrix(kBt));
+  Value* at = r.constant("_wino_at", matrix(kAt));
+  Tensor ut = transformed_weight(*c.conv->input(1)->constant);
+  if (nb > 1) ut = ut.reshaped({kA * kA, 1, k, ch});
+  Value* u = r.constant("_wino_u", std::move(ut));
+
+  Value* z = r.tile(c.conv->input(0), bt, 2, c.pads[0], th, {kA, nb, ch, th, w});
+  Value* v = r.tile(z, bt, 4, c.pads[1], tw, {kA, kA, nb, ch, th, tw});
   const std::vector<int64_t> b_dims = nb > 1 ? std::vector<int64_t>{kA * kA, nb, ch, th * tw}
                                              : std::vector<int64_t>{kA * kA, ch, th * tw};
   std::vector<int64_t> m_dims = b_dims;
   m_dims[m_dims.size() - 2] = k;
-  Value* mm = emit(g, n, "MatMul", {u, reshape(v, b_dims)}, m_dims);
-  Value* p = apply(reshape(mm, {kA, kA, nb, k, th, tw}), at, 4, {kA, nb, k, th, kM, tw});
-  Value* y = apply(p, at, 3, {nb, k, th, kM, kM, tw});
+  Value* mm = emit(g, c.conv, "MatMul", {u, r.reshape(v, b_dims)}, m_dims);
+  Value* p = r.apply(r.reshape(mm, {kA, kA, nb, k, th, tw}), at, 4, {kA, nb, k, th, kM, tw});
+  Value* y = r.apply(p, at, 3, {nb, k, th, kM, kM, tw});
   // [N, K, TH, 4 (a), 4 (b), TW] -> output rows 4 th + a, columns 4 tw + b.
-  Value* yt = emit(g, n, "Transpose", {reshape(y, {nb, k, th * kM, kM, tw})}, {nb, k, th * kM, tw, kM},
-                   {{"perm", Attribute::of_ints({0, 1, 2, 4, 3})}});
-  y = reshape(yt, {nb, k, th * kM, tw * kM});
-  if (th * kM != c.oh || tw * kM != c.ow)
-    y = emit(g, n, "Slice", {y, i64s({0, 0}), i64s({c.oh, c.ow}), i64s({2, 3})}, {nb, k, c.oh, c.ow});
-  if (n->inputs.size() > 2 && n->input(2))
-    y = emit(g, n, "Add", {y, reshape(n->input(2), {k, 1, 1})}, {nb, k, c.oh, c.ow});
-  // The last node takes over the convolution's output value, so that every
-  // use and a graph output's name stay as they are.
-  Node* last = y->producer;
-  std::swap(last->outputs[0], n->outputs[0]);
-  last->outputs[0]->producer = last;
-  n->outputs[0]->producer = n;
-  g.remove_node(n);
+  Value* yt = r.transpose(r.reshape(y, {nb, k, th * kM, kM, tw}), {0, 1, 2, 4, 3}, {nb, k, th * kM, tw, kM});
+  r.finish(r.reshape(yt, {nb, k, th * kM, tw * kM}));
+}
+
+// U2 [36, C, K]: U transposed per batch, the B of a product whose rows are
+// the tiles (prepack_weights packs it into panels).
+Tensor transposed_batches(const Tensor& u) {
+  const int64_t batch = u.dim(0), rows = u.dim(1), cols = u.dim(2);
+  Tensor t(DType::F32, {batch, cols, rows});
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) t.set_f64((b * cols + c) * rows + r, u.get_f64((b * rows + r) * cols + c));
+  return t;
+}
+
+// With the blocked layout (C and K multiples of 16): every transform runs
+// along the 16 channels of a block, the innermost axis, and the GEMM takes
+// the tiles as its rows, so that a row of 16 output channels is one store.
+//
+//   xb = ToBlocked(X)                                      [N, C/16, H, W, 16]
+//   Z  = TileTransform(xb, B^T, tile H)                    [6, N, C/16, TH, W, 16]
+//   V  = TileTransform(Transpose(Z, [0,1,3,4,2,5]), B^T, tile W)   [6, 6, N, TH, TW, C/16, 16]
+//   M  = MatMul(Reshape(V, [36, N TH TW, C]), U2 [36, C, K])
+//   P  = TileTransform(Reshape(M, [6, 6, N, TH, TW, K]), A^T, apply at 4)   [6, N, TH, TW, 4, K]
+//   Y  = TileTransform(P, A^T, apply at 2)                 [N, TH, 4, TW, 4, K]
+//   y  = Transpose(Reshape(Y, [N, 4 TH, 4 TW, K]), [0, 3, 1, 2]), sliced, plus the bias
+//
+// The Transpose of Z is an index expression of the second transform's
+// kernel (Isolated takes movement producers), which so writes V with each
+// tile's channels contiguous: the GEMM's A rows are read in place. The
+// last Transpose is one of the consumers' kernels (a ToBlocked root reads
+// 16 consecutive channels of Y). blocked_layout stores X blocked once for
+// every reader (the ToBlocked here is its block).
+void rewrite_blocked(Graph& g, const Candidate& c) {
+  Rewriter r{g, c};
+  const int64_t nb = c.x[0], ch = c.x[1], h = c.x[2], w = c.x[3], k = c.w[0];
+  const int64_t cb = ch / 16, th = (c.oh + kM - 1) / kM, tw = (c.ow + kM - 1) / kM;
+  Value* bt = r.constant("_wino_bt", matrix(kBt));
+  Value* at = r.constant("_wino_at", matrix(kAt));
+  Value* u = r.constant("_wino_u", transposed_batches(transformed_weight(*c.conv->input(1)->constant)));
+
+  Value* xb =
+      emit(g, c.conv, "ToBlocked", {c.conv->input(0)}, {nb, cb, h, w, 16}, {{"block", Attribute::of_int(16)}}, "tessel");
+  Value* z = r.tile(xb, bt, 2, c.pads[0], th, {kA, nb, cb, th, w, 16});
+  Value* zt = r.transpose(z, {0, 1, 3, 4, 2, 5}, {kA, nb, th, w, cb, 16});
+  Value* v = r.tile(zt, bt, 3, c.pads[1], tw, {kA, kA, nb, th, tw, cb, 16});
+  Value* mm = emit(g, c.conv, "MatMul", {r.reshape(v, {kA * kA, nb * th * tw, ch}), u}, {kA * kA, nb * th * tw, k});
+  Value* p = r.apply(r.reshape(mm, {kA, kA, nb, th, tw, k}), at, 4, {kA, nb, th, tw, kM, k});
+  Value* y = r.apply(p, at, 2, {nb, th, kM, tw, kM, k});
+  r.finish(r.transpose(r.reshape(y, {nb, th * kM, tw * kM, k}), {0, 3, 1, 2}, {nb, k, th * kM, tw * kM}));
 }
 
 }  // namespace
 
-bool winograd_convs(Model& m) {
+bool winograd_convs(Model& m, bool blocked) {
   Graph& g = *m.graph;
   std::vector<Candidate> found;  // collected first: rewriting inserts nodes
   for (auto& n : g.nodes())
     if (std::optional<Candidate> c = candidate(*n)) found.push_back(*c);
-  for (const Candidate& c : found) rewrite(g, c);
+  for (const Candidate& c : found) {
+    if (blocked && c.x[1] % 16 == 0 && c.w[0] % 16 == 0)
+      rewrite_blocked(g, c);
+    else
+      rewrite(g, c);
+  }
   if (!found.empty()) eliminate_dead_code(m);
   return !found.empty();
 }

@@ -189,7 +189,8 @@ class GemmBuilder {
     if (s_.pack_b) return loop::load(bp_, {var("jr"), k, j});
     const int64_t w = ops_.panel_width;
     const Expr lane0 = v * Expr(s_.vector_lanes);
-    const Expr panel = var("jc") * Expr(s_.nc / w) + var("jr") * Expr(s_.nr / w) + loop::floordiv(lane0, Expr(w));
+    const Expr panel = ops_.b_panel_base + var("jc") * Expr(s_.nc / w) + var("jr") * Expr(s_.nr / w) +
+                       loop::floordiv(lane0, Expr(w));
     return loop::load(ops_.b_panels, {panel, k0_ + k, loop::floormod(lane0, Expr(w)) + l});
   }
 

@@ -85,6 +85,10 @@ struct GemmOperands {
   // reads it in place.
   loop::BufferRef b_panels;
   int64_t panel_width = 0, panel_columns = 0;
+  // The panel that holds column 0: 0, or for a batch of prepacked B (a
+  // batched MatMul by a constant, tessel::UnpackPanels' batch) the batch's
+  // first, batch_var * (panel_columns / panel_width).
+  loop::Expr b_panel_base = loop::Expr(0);
   // K as the row-major digits of these extents (a convolution's kernel
   // offsets and channel, product K), or empty. Where K is one block, the
   // micro-kernel's k loop is then a nest over the digits, and A read in

@@ -21,6 +21,12 @@
 // [OC, C, KH, KW] for a convolution's weight. The optional row_order (a
 // permutation of row_dims' axes) orders the digits of k: with [1, 2, 0],
 // k = (kh * KW + kw) * C + c.
+// With the optional attribute batch (B, without row_dims) the panels hold
+// a batch of matrices, each's panels after the previous one's (a batched
+// MatMul by a constant: the Winograd transform of a convolution's weight):
+//
+//   P [B * panels, K, W] -> B [B, K, N]   B[b, k, j] = P[b * panels + j / W, k, j % W]
+//
 // Injective: it joins the GEMM's operand as an index expression, which the
 // GEMM lowering recognises (lower/contraction.cpp) as already packed.
 #include <algorithm>
@@ -73,27 +79,52 @@ void check_panels(const Node& n, const Dim& panels, const Dim& width, int64_t co
            width.value(), " columns do not hold ", columns, " columns");
 }
 
+// The batch attribute (1 when absent), checked against the panel count and
+// the other attributes.
+int64_t batch_of(const Node& n, const Dim& panels) {
+  const int64_t b = n.attr_int("batch", 1);
+  TS_CHECK(b >= 1 && panels.is_const() && panels.value() % b == 0, n.describe(), ": batch ", b,
+           " must be positive and divide the ", panels.str(), " panels");
+  TS_CHECK(b == 1 || n.attr_ints("row_dims", {}).empty(), n.describe(), ": batch and row_dims do not go together");
+  return b;
+}
+
 void unpack_infer(InferContext& ctx) {
   const DType dt = ctx.input_dtype(0);
   const int64_t columns = columns_of(ctx.node);
   if (!ctx.has_shape(0)) return ctx.set_output_unknown_shape(0, dt);
   const Shape& p = ctx.input_shape(0);
   TS_CHECK(p.size() == 3, ctx.node.describe(), ": input must have rank 3 (panels, K, width)");
-  check_panels(ctx.node, p[0], p[2], columns);
+  const int64_t batch = batch_of(ctx.node, p[0]);
+  check_panels(ctx.node, Dim(p[0].value() / batch), p[2], columns);
   const std::vector<int64_t> rows = row_dims_of(ctx.node, p[1]);
   row_order_of(ctx.node, rows.size());
+  if (batch > 1) return ctx.set_output(0, dt, {Dim(batch), p[1], Dim(columns)});
   if (rows.empty()) return ctx.set_output(0, dt, {p[1], Dim(columns)});
   Shape out{Dim(columns)};
   for (int64_t d : rows) out.push_back(Dim(d));
   ctx.set_output(0, dt, out);
 }
 
+// B [batch, K, N] from P [batch * panels, K, W].
+Tensor unpack_batch(const Tensor& p, int64_t batch, int64_t columns) {
+  const int64_t panels = p.dim(0) / batch, k = p.dim(1), w = p.dim(2);
+  Tensor out(p.dtype(), {batch, k, columns});
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t r = 0; r < k; ++r)
+      for (int64_t j = 0; j < columns; ++j)
+        out.set_f64((b * k + r) * columns + j, p.get_f64(((b * panels + j / w) * k + r) * w + j % w));
+  return out;
+}
+
 void unpack_kernel(KernelContext& ctx) {
   const Tensor& p = ctx.input(0);
   const int64_t columns = columns_of(ctx.node);
   TS_CHECK(p.rank() == 3, ctx.node.describe(), ": input must have rank 3 (panels, K, width)");
-  check_panels(ctx.node, Dim(p.dim(0)), Dim(p.dim(2)), columns);
+  const int64_t batch = batch_of(ctx.node, Dim(p.dim(0)));
+  check_panels(ctx.node, Dim(p.dim(0) / batch), Dim(p.dim(2)), columns);
   const int64_t k = p.dim(1), w = p.dim(2);
+  if (batch > 1) return ctx.set_output(0, unpack_batch(p, batch, columns));
   const std::vector<int64_t> rows = row_dims_of(ctx.node, Dim(k));
   std::vector<int64_t> shape{k, columns};
   if (!rows.empty()) {
@@ -126,6 +157,12 @@ void unpack_kernel(KernelContext& ctx) {
 
 loop::Expr lower_unpack(LowerContext& ctx, size_t, const std::vector<loop::Expr>& index) {
   const int64_t w = ctx.node.inputs[0]->type.shape->at(2).value();
+  const int64_t batch = ctx.node.attr_int("batch", 1);
+  if (batch > 1) {
+    const int64_t panels = ctx.node.inputs[0]->type.shape->at(0).value() / batch;
+    return ctx.input(0, {index[0] * loop::Expr(panels) + loop::floordiv(index[2], loop::Expr(w)), index[1],
+                         loop::floormod(index[2], loop::Expr(w))});
+  }
   const std::vector<int64_t> rows = ctx.node.attr_ints("row_dims", {});
   if (rows.empty())
     return ctx.input(0, {loop::floordiv(index[1], loop::Expr(w)), index[0], loop::floormod(index[1], loop::Expr(w))});
