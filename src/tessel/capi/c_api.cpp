@@ -63,6 +63,24 @@ bool c_dtype(DType d) {
   }
 }
 
+// The int a C caller stored in an enum field or argument: a C enum holds any
+// int, but loading a value outside the enumerators through the C++ enum type
+// is undefined (UBSan's enum check), so the bytes are read as an int.
+template <class E>
+int c_enum_value(const E& field) {
+  static_assert(sizeof(E) == sizeof(int));
+  int v;
+  std::memcpy(&v, &field, sizeof v);
+  return v;
+}
+
+// The caller's dtype as a DType, when it is one of the C enum's.
+std::optional<DType> c_dtype_of(const tessel_dtype& field) {
+  const int v = c_enum_value(field);
+  if (v < 0 || v > std::numeric_limits<uint8_t>::max() || !c_dtype(static_cast<DType>(v))) return std::nullopt;
+  return static_cast<DType>(v);
+}
+
 tessel_model::Info info_of(const tessel::Value& v) {
   tessel_model::Info info;
   info.name = v.name;
@@ -111,22 +129,23 @@ enum class Data { None, Host, Device };
 tessel::Tensor input_tensor(const tessel_model::Info& info, const tessel_tensor& t, size_t index,
                             std::map<std::string, int64_t>& bound, Data data = Data::Host) {
   const std::string which = "input " + std::to_string(index) + " ('" + info.name + "')";
-  TS_CHECK(c_dtype(static_cast<DType>(t.dtype)), which, ": unknown dtype ", int(t.dtype));
+  const std::optional<DType> dtype = c_dtype_of(t.dtype);
+  TS_CHECK(dtype.has_value(), which, ": unknown dtype ", c_enum_value(t.dtype));
   TS_CHECK(t.rank <= TESSEL_MAX_RANK, which, ": rank ", t.rank, " over ", TESSEL_MAX_RANK);
   TS_CHECK(t.rank == 0 || t.shape, which, ": no shape array");
   std::vector<int64_t> shape(t.shape, t.shape + t.rank);
-  int64_t bytes = tessel::dtype_storage_size(static_cast<DType>(t.dtype));
+  int64_t bytes = tessel::dtype_storage_size(*dtype);
   for (int64_t d : shape) {
     TS_CHECK(d >= 0, which, ": negative dim ", d);
     bytes = tessel::checked_mul(bytes, d);
   }
   // The interpreter's check: dtype, rank, fixed dims, symbols bound consistently.
-  tessel::check_dims_match(static_cast<DType>(t.dtype), shape, *info.type, which, &bound);
+  tessel::check_dims_match(*dtype, shape, *info.type, which, &bound);
   if (data == Data::None) return {};
   TS_CHECK(uint64_t(bytes) == t.nbytes, which, ": nbytes ", t.nbytes, ", its shape and dtype make ", bytes);
   TS_CHECK(bytes == 0 || t.data, which, ": no data");
   if (data == Data::Device) return {};
-  return tessel::Tensor::borrow(static_cast<DType>(t.dtype), std::move(shape), t.data, nullptr);
+  return tessel::Tensor::borrow(*dtype, std::move(shape), t.data, nullptr);
 }
 
 // Writes a result's shape into the caller's output and checks that its
@@ -140,8 +159,9 @@ bool fit_output(DType dtype, const std::vector<int64_t>& shape, uint64_t nbytes,
   }
   out.rank = shape.size();
   for (size_t d = 0; d < shape.size(); ++d) out.shape[d] = shape[d];
-  if (out.dtype != static_cast<tessel_dtype>(dtype)) {
-    why = which + ": buffer dtype " + std::string(tessel::dtype_name(static_cast<DType>(out.dtype))) +
+  if (const std::optional<DType> have = c_dtype_of(out.dtype); have != dtype) {
+    why = which + ": buffer dtype " +
+          (have ? std::string(tessel::dtype_name(*have)) : "unknown (" + std::to_string(c_enum_value(out.dtype)) + ")") +
           ", the result is " + std::string(tessel::dtype_name(dtype));
     return false;
   }
@@ -210,7 +230,8 @@ const char* tessel_status_name(tessel_status s) {
 }
 
 size_t tessel_dtype_size(tessel_dtype d) {
-  return c_dtype(static_cast<DType>(d)) ? static_cast<size_t>(tessel::dtype_storage_size(static_cast<DType>(d))) : 0;
+  const std::optional<DType> dtype = c_dtype_of(d);
+  return dtype ? static_cast<size_t>(tessel::dtype_storage_size(*dtype)) : 0;
 }
 
 tessel_status tessel_load(const char* path, const tessel_load_options* options, tessel_model** model) {
@@ -221,10 +242,11 @@ tessel_status tessel_load(const char* path, const tessel_load_options* options, 
   if (options) {
     if (options->struct_size < sizeof(tessel_load_options))
       return failure(TESSEL_ERROR_INVALID_ARGUMENT, "tessel_load: options.struct_size is not sizeof(tessel_load_options)");
-    if ((options->device != TESSEL_DEVICE_CPU && options->device != TESSEL_DEVICE_CUDA) || options->threads < 0)
+    const int device = c_enum_value(options->device);
+    if ((device != TESSEL_DEVICE_CPU && device != TESSEL_DEVICE_CUDA) || options->threads < 0)
       return failure(TESSEL_ERROR_INVALID_ARGUMENT, "tessel_load: bad device or threads");
     eo.threads = options->threads;
-    want_cuda = options->device == TESSEL_DEVICE_CUDA;
+    want_cuda = device == TESSEL_DEVICE_CUDA;
   }
   return guarded(TESSEL_ERROR_LOAD, [&] {
     const std::string p(path);
@@ -310,7 +332,7 @@ tessel_status tessel_run_device(const tessel_model* model, const tessel_tensor* 
     for (size_t i = 0; i < num_inputs; ++i) {
       input_tensor(model->inputs[i], inputs[i], i, bound, Data::Device);
       tessel::DeviceTensorRef r;
-      r.dtype = static_cast<DType>(inputs[i].dtype);
+      r.dtype = *c_dtype_of(inputs[i].dtype);  // input_tensor checked it
       r.dims.assign(inputs[i].shape, inputs[i].shape + inputs[i].rank);
       r.device = reinterpret_cast<uint64_t>(inputs[i].data);
       refs.push_back(std::move(r));
