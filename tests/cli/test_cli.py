@@ -220,7 +220,9 @@ class CliTest(unittest.TestCase):
     def test_winograd_knob_compiles_and_matches_the_reference(self):
         """--knob conv.winograd.on=1: the 3x3 conv becomes Winograd kernels (TileTransform
         groups in the fused plan), compiled by LLVM, within 1e-5 of the output's scale of
-        the reference interpreter's direct convolution; without the knob the conv stays."""
+        the reference interpreter's direct convolution; without the knob the conv stays (24
+        input channels: 16 does not divide them, so the default, Winograd over blocked
+        values, does not apply)."""
         rng = np.random.default_rng(4)
         x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 24, 18, 21])
         y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
@@ -244,10 +246,10 @@ class CliTest(unittest.TestCase):
         self.assertLess(np.max(np.abs(outs["cpu"] - ref)), 1e-5 * np.max(np.abs(ref)))
 
     def test_blocked_layout_knob_compiles_and_matches_the_reference(self):
-        """--knob conv.blocked.on=1: the activations between the convolutions of a small
-        residual network are stored channel-blocked (ToBlocked kernels in the fused plan,
-        each with the work that makes its value), compiled by LLVM, within 1e-5 of the
-        output's scale of the reference interpreter; without the knob nothing is blocked."""
+        """--knob conv.blocked.on=1 (the default): the activations between the convolutions
+        of a small residual network are stored channel-blocked (ToBlocked kernels in the fused
+        plan, each with the work that makes its value), compiled by LLVM, within 1e-5 of the
+        output's scale of the reference interpreter; with conv.blocked.on=0 nothing is blocked."""
         rng = np.random.default_rng(5)
         inits = []
 
@@ -282,7 +284,9 @@ class CliTest(unittest.TestCase):
         self.assertGreaterEqual(len(blocked), 6, fused)
         for g in blocked:  # each stores a value its own kernel computes
             self.assertRegex(g, r"= (Conv|Relu|MaxPool|Pad|Slice|Add)\n", g)
-        _, plain, _ = self.tessel("inspect", p, "--emit", "fused", expect=0)
+        _, default, _ = self.tessel("inspect", p, "--emit", "fused", expect=0)
+        self.assertEqual(default.count("ToBlocked  (root)"), len(blocked), "the blocked layout is the default")
+        _, plain, _ = self.tessel("inspect", p, "--emit", "fused", "--knob", "conv.blocked.on=0", expect=0)
         self.assertNotIn("Blocked", plain)
         outs = {}
         for target, extra in (("reference", []), ("cpu", ["--knob", "conv.blocked.on=1"])):

@@ -214,12 +214,12 @@ TEST(PassBlockedLayout, BlockedConvStoresWholeBlocks) {
     return b.op("Relu", {b.op("Conv", {v, b.constant(random_tensor({64, 64, 1, 1}, seed, 0.1f))})});
   };
   Value* a = conv(x, 1);
-  b.output(b.op("Add", {conv(conv(a, 2), 3), a}));
+  b.output(b.op("GlobalAveragePool", {b.op("Add", {conv(conv(a, 2), 3), a})}));
   PassOptions o;
   o.cpu = true;
   o.blocked_layout = true;
   run_pipeline(*m, o);
-  ASSERT_EQ(count_ops(*m->graph, "ToBlocked"), 2u);
+  ASSERT_EQ(count_ops(*m->graph, "ToBlocked"), 3u);
   const CompiledModel c = lower_for_cpu(*m);
   size_t blocked_convs = 0;
   for (const LoweredGroup& lg : c.lowered) {
@@ -232,7 +232,30 @@ TEST(PassBlockedLayout, BlockedConvStoresWholeBlocks) {
     });
     EXPECT_EQ(divisions, 0u) << lg.kernel.name;
   }
-  EXPECT_EQ(blocked_convs, 2u);
+  EXPECT_EQ(blocked_convs, 3u);
+}
+
+// A conv over a blocked input takes the positions as its rows; where its
+// output would be stored plain and its shapes alone would not make the
+// positions the rows (MobileNet's expansion into a depthwise conv: 16 to 96
+// channels), its input stays plain, and so, in turn, does the input of the
+// conv that made it.
+TEST(PassBlockedLayout, KeepsTheInputOfAConvWithAPlainOutputPlain) {
+  TS_REQUIRE_OPS("Conv", "Relu", "Add");
+  auto m = std::make_unique<Model>();
+  GraphBuilder b(*m);
+  Value* x = b.input("x", DType::F32, {Dim(1), Dim(16), Dim(12), Dim(12)});
+  const auto conv = [&](Value* v, int64_t in, int64_t out, unsigned seed) {
+    return b.op("Relu", {b.op("Conv", {v, b.constant(random_tensor({out, in, 1, 1}, seed, 0.2f))})});
+  };
+  Value* a = conv(x, 16, 16, 1);
+  Value* e = conv(a, 16, 96, 2);  // into a depthwise conv: stored plain
+  Value* d = b.op("Conv", {e, b.constant(random_tensor({96, 1, 3, 3}, 3, 0.2f))},
+                  {{"group", Attribute::of_int(96)}, {"pads", ints({1, 1, 1, 1})}});
+  b.output(b.op("Add", {conv(d, 96, 16, 4), a}));
+  PassOptions o;
+  run_pipeline(*m, o);
+  EXPECT_FALSE(block_conv_layouts(*m));
 }
 
 // With Winograd over the blocked layout (winograd_conv's own ToBlocked of

@@ -229,16 +229,25 @@ TEST(PassWinogradConv, LeavesOtherConvolutions) {
   EXPECT_FALSE(winograd_convs(*m));
 }
 
-// The pipeline runs the pass for the CPU only when asked.
+// The pipeline runs the pass for the CPU only when asked: the blocked form
+// with the blocked layout, the NCHW form only with winograd_nchw.
 TEST(PassWinogradConv, RunsWhenAsked) {
   TS_REQUIRE_OPS("Conv");
-  for (bool on : {false, true}) {
+  struct Run {
+    bool on, blocked, nchw;
+    size_t convs, blocks;
+  };
+  for (const Run& r : {Run{false, true, true, 1, 0}, Run{true, false, true, 0, 0}, Run{true, false, false, 1, 0},
+                       Run{true, true, false, 0, 1}}) {
     auto m = conv_model({1, 16, 16, 16}, {16, 16, 3, 3}, {{"pads", ints({1, 1, 1, 1})}});
     PassOptions o;
     o.cpu = true;
-    o.winograd = on;
+    o.winograd = r.on;
+    o.blocked_layout = r.blocked;
+    o.winograd_nchw = r.nchw;
     run_pipeline(*m, o);
-    EXPECT_EQ(count_ops(*m->graph, "Conv"), on ? 0u : 1u) << on;
+    EXPECT_EQ(count_ops(*m->graph, "Conv"), r.convs) << r.on << r.blocked << r.nchw;
+    EXPECT_EQ(count_ops(*m->graph, "ToBlocked"), r.blocks) << r.on << r.blocked << r.nchw;
   }
 }
 

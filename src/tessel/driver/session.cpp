@@ -115,8 +115,13 @@ PassOptions pipeline_options(const std::map<std::string, int64_t>& dims, const D
   po.cpu = o.target == Target::Cpu;
   // The flash kernel takes half operands: fp32 attention keeps its ops.
   po.fuse_attention = po.gpu && cuda_flash_attention(o.knobs) && o.precision != Precision::FP32;
-  po.winograd = po.cpu && knob_int(o.knobs, "conv.winograd", "on", 0) != 0;
-  po.blocked_layout = po.cpu && knob_int(o.knobs, "conv.blocked", "on", 0) != 0;
+  // The blocked layout and Winograd over it are the CPU's defaults
+  // (docs/layouts.md has the measurements); conv.winograd.on=1 asks for the
+  // NCHW form as well, where 16 does not divide the channels.
+  po.blocked_layout = po.cpu && knob_int(o.knobs, "conv.blocked", "on", 1) != 0;
+  const int64_t winograd = knob_int(o.knobs, "conv.winograd", "on", -1);
+  po.winograd = po.cpu && winograd != 0 && (po.blocked_layout || winograd == 1);
+  po.winograd_nchw = winograd == 1;
   switch (o.precision) {
     case Precision::FP32: po.precision = DType::F32; break;
     case Precision::BF16: po.precision = DType::BF16; break;

@@ -35,6 +35,7 @@
 
 #include "tessel/passes/infer_util.h"
 #include "tessel/passes/pass_manager.h"
+#include "tessel/schedule/gemm.h"
 
 namespace tessel {
 
@@ -104,10 +105,11 @@ struct Use {
   Node* node;
   size_t slot;
 };
+using UseMap = std::map<Value*, std::vector<Use>>;
 
 // Every use of each value by this graph's nodes; values read by a subgraph
 // are in `escapes`.
-void collect_uses(Graph& g, std::map<Value*, std::vector<Use>>* uses, std::set<const Value*>* escapes) {
+void collect_uses(Graph& g, UseMap* uses, std::set<const Value*>* escapes) {
   for (auto& n : g.nodes()) {
     for (size_t i = 0; i < n->inputs.size(); ++i)
       if (n->inputs[i]) (*uses)[n->inputs[i]].push_back({n.get(), i});
@@ -133,16 +135,48 @@ bool second_conv_operand(const Node& n, const Value* v, const std::map<const Nod
   return false;
 }
 
-bool blockable_value(const Value* v, const std::vector<Use>& uses, const std::set<const Value*>& escapes,
+const std::vector<Use>* uses_of(const UseMap& uses, const Value* v) {
+  const auto it = uses.find(const_cast<Value*>(v));
+  return it == uses.end() ? nullptr : &it->second;
+}
+
+// Whether the kernel that ends in `p` writes a blocked index cheaply: p
+// does, and so does every producer fused into it through a chain of
+// elementwise ops (an input with one use). A depthwise conv under a Clip
+// does not: its kernel would be split from the Clip's.
+bool fused_chain_writes_cheaply(const Node& p, const UseMap& uses) {
+  if (!writes_blocked_cheaply(p)) return false;
+  if (!is_elementwise(p)) return true;
+  for (const Value* in : p.inputs) {
+    const std::vector<Use>* u = in && in->producer ? uses_of(uses, in) : nullptr;
+    if (!u || u->size() != 1 || in->producer->domain == "tessel") continue;  // stored, or an index expression
+    if (!fused_chain_writes_cheaply(*in->producer, uses)) return false;
+  }
+  return true;
+}
+
+// The value the kernel that computes `v` stores: v, or the end of the
+// chain of single elementwise consumers it fuses into.
+const Value* stored_value(const Value* v, const UseMap& uses) {
+  for (;;) {
+    const std::vector<Use>* u = uses_of(uses, v);
+    if (!u || u->size() != 1 || !is_elementwise(*u->front().node) || !u->front().node->outputs[0]) return v;
+    v = u->front().node->outputs[0];
+  }
+}
+
+bool blockable_value(const Value* v, const UseMap& uses, const std::set<const Value*>& escapes,
                      const std::map<const Node*, size_t>& position) {
   std::vector<int64_t> d;
-  if (!v->producer || escapes.count(v) || uses.empty() || v->type.dtype != DType::F32) return false;
+  const std::vector<Use>* all = uses_of(uses, v);
+  if (!all || !v->producer || escapes.count(v) || v->type.dtype != DType::F32) return false;
+  const std::vector<Use>& uses_v = *all;
   if (!static_dims_of(v, &d) || d.size() != 4 || d[1] % kBlock != 0) return false;
-  if (!writes_blocked_cheaply(*v->producer)) return false;
+  if (!fused_chain_writes_cheaply(*v->producer, uses)) return false;
   // Already blocked for all its readers.
-  if (std::all_of(uses.begin(), uses.end(), [](const Use& u) { return blocks_of_16(*u.node); })) return false;
-  bool stored = uses.size() > 1;
-  for (const Use& u : uses) {
+  if (std::all_of(uses_v.begin(), uses_v.end(), [](const Use& u) { return blocks_of_16(*u.node); })) return false;
+  bool stored = uses_v.size() > 1;
+  for (const Use& u : uses_v) {
     bool stores_input = false;
     if (!reads_blocked(*u.node, u.slot, &stores_input)) return false;
     stored = stored || stores_input || second_conv_operand(*u.node, v, position);
@@ -150,11 +184,35 @@ bool blockable_value(const Value* v, const std::vector<Use>& uses, const std::se
   return stored;
 }
 
+// A conv over a blocked input takes the positions as its rows (so that a
+// row's taps are one block); with a plain output it would then store each
+// row of its output tile with a scatter. Where its shapes alone would not
+// make the positions the rows (MobileNet's expansions: 16 to 96 channels
+// into a depthwise conv), its input stays plain; to a fixed point, since a
+// conv whose input stays plain may have been the reason its own input was
+// blocked.
+void drop_blocked_inputs_of_plain_outputs(const UseMap& uses, std::vector<Value*>* blocked) {
+  for (bool changed = true; changed;) {
+    changed = false;
+    const std::set<const Value*> set(blocked->begin(), blocked->end());
+    const auto keeps = [&](const Value* v) {
+      for (const Use& u : *uses_of(uses, v))
+        if (blockable_conv(*u.node) && !conv_rows_are_positions_by_shape(*u.node) &&
+            !set.count(stored_value(u.node->outputs[0], uses)))
+          return false;
+      return true;
+    };
+    const auto end = std::remove_if(blocked->begin(), blocked->end(), [&](const Value* v) { return !keeps(v); });
+    changed = end != blocked->end();
+    blocked->erase(end, blocked->end());
+  }
+}
+
 }  // namespace
 
 bool block_conv_layouts(Model& m) {
   Graph& g = *m.graph;
-  std::map<Value*, std::vector<Use>> uses;
+  UseMap uses;
   std::set<const Value*> escapes;
   collect_uses(g, &uses, &escapes);
   std::map<const Node*, size_t> position;
@@ -163,7 +221,8 @@ bool block_conv_layouts(Model& m) {
   std::vector<Value*> blocked;
   for (auto& n : g.nodes())
     for (Value* v : n->outputs)
-      if (v && uses.count(v) && blockable_value(v, uses[v], escapes, position)) blocked.push_back(v);
+      if (v && blockable_value(v, uses, escapes, position)) blocked.push_back(v);
+  drop_blocked_inputs_of_plain_outputs(uses, &blocked);
   for (Value* v : blocked) {
     const std::vector<Use>& us = uses[v];
     const Shape& s = *v->type.shape;

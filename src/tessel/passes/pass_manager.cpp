@@ -158,19 +158,19 @@ bool run_pipeline(Model& m, const PassOptions& o) {
   // CUDA: convolutions whose implicit GEMM would gather per element read a
   // stored im2col instead (after precision: the weights are final).
   if (o.gpu) p.step("conv_im2col", [&] { return convs_to_im2col(m); });
-  // CPU, when asked: stride-1 3x3 convolutions as Winograd F(4x4, 3x3)
-  // (before pad_conv_inputs, which would pad their inputs for the direct
-  // GEMM).
-  if (o.cpu && o.winograd) p.step("winograd_conv", [&] { return winograd_convs(m, o.blocked_layout); });
+  // CPU: stride-1 3x3 convolutions as Winograd F(4x4, 3x3) (before
+  // pad_conv_inputs, which would pad their inputs for the direct GEMM).
+  if (o.cpu && o.winograd)
+    p.step("winograd_conv", [&] { return winograd_convs(m, o.blocked_layout, o.winograd_nchw); });
   // CPU: stride-1 convolutions read an explicitly padded input, whose rows
   // their GEMM copies whole (after precision: f32 convolutions only).
   if (o.cpu) p.step("pad_conv_inputs", [&] { return pad_conv_inputs(m); });
   // CPU: strided 1x1 convolutions read a strided Slice of their input and
   // run at stride 1, whose B rows their GEMM copies whole.
   if (o.cpu) p.step("subsample_conv_inputs", [&] { return subsample_conv_inputs(m); });
-  // CPU, when asked: the activations between convolutions stored
-  // channel-blocked (after the two above, whose Pad and Slice outputs are
-  // stored values too).
+  // CPU: the activations between convolutions stored channel-blocked
+  // (after the two above, whose Pad and Slice outputs are stored values
+  // too).
   if (o.cpu && o.blocked_layout) p.step("blocked_layout", [&] { return block_conv_layouts(m); });
   // Attention written as separate ops -> one Attention node (the flash kernel's).
   if (o.fuse_attention) p.step("fuse_attention", [&] { return fuse_attention(m); });

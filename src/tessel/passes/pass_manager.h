@@ -33,9 +33,14 @@ struct PassOptions {
   // fuse_attention runs (the CUDA target's flash attention at bf16/fp16;
   // --knob gpu.flash.on=0 turns it off: driver/cuda_compiler.h).
   bool fuse_attention = false;
-  // winograd_conv runs (the CPU target, --knob conv.winograd.on=1).
+  // winograd_conv runs (the CPU target; on by default, --knob
+  // conv.winograd.on=0 turns it off): over blocked values where
+  // blocked_layout runs, in the NCHW form too where winograd_nchw (asked
+  // for with conv.winograd.on=1; slower than the direct conv).
   bool winograd = false;
-  // blocked_layout runs (the CPU target, --knob conv.blocked.on=1).
+  bool winograd_nchw = false;
+  // blocked_layout runs (the CPU target; on by default, --knob
+  // conv.blocked.on=0 turns it off).
   bool blocked_layout = false;
   // simplify_algebra also applies rules that round differently in floating
   // point (a*b + a*c => a*(b+c)); off, its float results stay the same.
@@ -73,10 +78,10 @@ bool relayout_gemm_weights(Model& m);                  // gemm_weight_layout.cpp
 bool convs_to_im2col(Model& m);                        // conv_im2col.cpp (CUDA target)
 bool prepack_gemm_weights(Model& m);                   // prepack_weights.cpp (CPU target)
 bool pad_conv_inputs(Model& m);                        // pad_conv_inputs.cpp (CPU target)
-// Stride-1 3x3 convolutions as Winograd F(4x4, 3x3); `blocked`: over the
-// channel-blocked layout where 16 divides both channel counts
-// (winograd_conv.cpp, CPU target).
-bool winograd_convs(Model& m, bool blocked = false);
+// Stride-1 3x3 convolutions as Winograd F(4x4, 3x3): with `blocked` over
+// the channel-blocked layout where 16 divides both channel counts, the
+// others in the NCHW form when `nchw` (winograd_conv.cpp, CPU target).
+bool winograd_convs(Model& m, bool blocked = false, bool nchw = true);
 bool subsample_conv_inputs(Model& m);                  // subsample_conv_inputs.cpp (CPU target)
 bool block_conv_layouts(Model& m);                     // blocked_layout.cpp (CPU target)
 bool sink_transposes(Model& m);                        // sink_transposes.cpp

@@ -269,13 +269,14 @@ void rewrite_blocked(Graph& g, const Candidate& c) {
 
 }  // namespace
 
-bool winograd_convs(Model& m, bool blocked) {
+bool winograd_convs(Model& m, bool blocked, bool nchw) {
   Graph& g = *m.graph;
   std::vector<Candidate> found;  // collected first: rewriting inserts nodes
+  const auto blocks = [&](const Candidate& c) { return blocked && c.x[1] % 16 == 0 && c.w[0] % 16 == 0; };
   for (auto& n : g.nodes())
-    if (std::optional<Candidate> c = candidate(*n)) found.push_back(*c);
+    if (std::optional<Candidate> c = candidate(*n); c && (nchw || blocks(*c))) found.push_back(*c);
   for (const Candidate& c : found) {
-    if (blocked && c.x[1] % 16 == 0 && c.w[0] % 16 == 0)
+    if (blocks(c))
       rewrite_blocked(g, c);
     else
       rewrite(g, c);

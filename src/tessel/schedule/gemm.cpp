@@ -361,6 +361,11 @@ bool conv_rows_are_positions(const Node& conv) {
   // vector would hold are a block apart: the positions are the rows.
   const Node* x = conv.inputs.empty() || !conv.inputs[0] ? nullptr : conv.inputs[0]->producer;
   if (x && x->domain == "tessel" && x->op == "FromBlocked") return true;
+  return conv_rows_are_positions_by_shape(conv);
+}
+
+bool conv_rows_are_positions_by_shape(const Node& conv) {
+  if (conv.op != "Conv" || !conv.domain.empty() || conv.attr_int("group", 1) != 1 || conv.outputs.empty()) return false;
   const Value* y = conv.outputs[0];
   if (!y || !y->type.has_shape() || y->type.shape->size() < 3 || !(*y->type.shape)[1].is_const()) return false;
   int64_t positions = 1;

@@ -142,6 +142,8 @@ bool conv_rows_are_positions(int64_t positions, int64_t channels, int64_t K);
 // other node): what lowering, the host's vector width and prepack_weights
 // all decide by.
 bool conv_rows_are_positions(const Node& conv);
+// The same from the shapes alone, whatever the input's layout.
+bool conv_rows_are_positions_by_shape(const Node& conv);
 // K of a convolution's implicit GEMM (input channels per group x kernel
 // taps: the weight's dims after the first), or -1 when not static.
 int64_t conv_reduction(const Node& conv);

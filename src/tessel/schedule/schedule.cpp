@@ -163,14 +163,15 @@ const std::map<std::string, PrimSpec>& specs() {
     // The implicit-GEMM convolution's orientation (lower/conv_gemm.cpp):
     // output channels or output positions as the GEMM's rows.
     m["conv.gemm"] = {0, 0, {{"rows", word_key({"channels", "positions"}, true)}}, {"conv_gemm"}};
-    // on=1: stride-1 3x3 convolutions as Winograd F(4x4, 3x3) (a model-wide
-    // --knob read by the graph pipeline, passes/winograd_conv.cpp; off by
-    // default: on NCHW its transforms cost more than the products they save,
-    // docs/performance.md).
+    // Stride-1 3x3 convolutions as Winograd F(4x4, 3x3) (a model-wide
+    // --knob read by the graph pipeline, passes/winograd_conv.cpp): by
+    // default over blocked values, where 16 divides the channel counts; on=1
+    // also in the NCHW form (slower than the direct conv,
+    // docs/performance.md), on=0 never.
     m["conv.winograd"] = {0, 0, {{"on", flag()}}, {"conv_gemm"}};
-    // on=1: the activations between convolutions stored channel-blocked
-    // (a model-wide --knob read by the graph pipeline,
-    // passes/blocked_layout.cpp; docs/layouts.md).
+    // The activations between convolutions stored channel-blocked (a
+    // model-wide --knob read by the graph pipeline,
+    // passes/blocked_layout.cpp; docs/layouts.md): on by default, on=0 off.
     m["conv.blocked"] = {0, 0, {{"on", flag()}}, {"conv_gemm"}};
     // GPU templates (schedule/gpu_schedule.h, codegen/cuda/mma_gemm.h,
     // flash_attention.cpp): what the TESSEL_CUDA_* environment switches chose
