@@ -1,4 +1,5 @@
-// blocked_layout (CPU target, --knob conv.blocked.on=1): the activations
+// blocked_layout (CPU target; on by default, --knob conv.blocked.on=0 turns
+// it off): the activations
 // that convolution networks store between kernels are stored channel-blocked
 // (tessel::ToBlocked, ops/conv/blocked.cpp: [N, C/16, H, W, 16]), so that a
 // convolution's output tile of 16 channels is one contiguous store and its
@@ -18,7 +19,13 @@
 //     fuse its producer (a Conv, a pool, a Pad or Slice in front of a Conv),
 //     or a Conv's output added to a later Conv's.
 //     A value with one elementwise consumer is fused into it and never
-//     stored, so its layout does not matter.
+//     stored, so its layout does not matter;
+//   - the kernel that makes it fuses no producer that cannot write the
+//     blocked index (a depthwise conv under a Clip), and every Conv that
+//     reads it either stores its own output blocked or takes the positions
+//     as its GEMM's rows by its shapes alone (over a blocked input it must,
+//     and into a plain output that scatters: MobileNet's expansions).
+// The block is 16 floats, one AVX-512 vector; on AVX2 it is two vectors.
 //
 // The rewrite is
 //
