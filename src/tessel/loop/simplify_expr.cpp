@@ -194,20 +194,13 @@ class Rules {
     return false;
   }
 
-  // The addends of a sum (nested Adds flattened), in order.
-  static void addends(const Expr& e, std::vector<Expr>* out) {
-    if (!is_binary(e, BinaryOp::Add)) return out->push_back(e);
-    addends(e->args[0], out);
-    addends(e->args[1], out);
-  }
-
   // A sum whose addends are in part multiples of c: *rest = the others,
   // *quotient = the sum of the multiples divided by c. False when no addend
   // or every addend is a multiple (then the rules above apply).
   static bool split_multiples(const Expr& a, int64_t c, Expr* rest, Expr* quotient) {
     if (!is_binary(a, BinaryOp::Add)) return false;
     std::vector<Expr> terms;
-    addends(a, &terms);
+    collect_addends(a, &terms);
     Expr r, q;
     for (const Expr& t : terms) {
       Expr x;
@@ -233,11 +226,9 @@ class Rules {
     if (c == 1) return a;
     if (!c || *c <= 0 || !no_overflow(t)) return std::nullopt;
     Expr x;
-    // (x * c) floordiv c => x
-    if (mul_by(a, *c, &x)) return x;
-    // (x * c1) floordiv c => x * (c1 / c) when c divides c1
-    if (is_binary(a, BinaryOp::Mul) && int_const(a->args[1]) && *int_const(a->args[1]) % *c == 0)
-      return a->args[0] * int_imm(t, *int_const(a->args[1]) / *c);
+    // (x * c) floordiv c => x; (x * c1) floordiv c => x * (c1 / c) when c
+    // divides c1
+    if (multiple_of(a, *c, &x)) return x;
     // (x + y * c) floordiv c => x floordiv c + y, and (x + y * c k)
     // floordiv c => x floordiv c + y * k, over the addends of a sum (a
     // channel block's index: (cb * 64 + v * 16 + l) floordiv 16 => cb * 4 +

@@ -45,6 +45,12 @@ Expr map_args(const Expr& e, const std::function<Expr(const Expr&)>& f) {
 Stmt no_op() { return seq({}); }
 bool is_no_op(const Stmt& s) { return s->kind == StmtKind::Seq && s->body.empty(); }
 
+void collect_addends(const Expr& e, std::vector<Expr>* out) {
+  if (e->kind != ExprKind::Binary || e->binary != BinaryOp::Add) return out->push_back(e);
+  collect_addends(e->args[0], out);
+  collect_addends(e->args[1], out);
+}
+
 std::vector<Expr> stmt_exprs(const Stmt& s) {
   std::vector<Expr> out;
   switch (s->kind) {

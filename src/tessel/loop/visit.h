@@ -62,6 +62,9 @@ void visit_stmt(const Stmt& s, const std::function<void(const Stmt&)>& fs,
 
 // The expressions a statement holds directly, in a fixed order.
 std::vector<Expr> stmt_exprs(const Stmt& s);
+// The addends of a sum (nested Adds flattened), in order; e itself when it
+// is no Add.
+void collect_addends(const Expr& e, std::vector<Expr>* out);
 
 // Every variable name mentioned or bound anywhere in `s` (and kernel syms),
 // e.g. to create fresh names.

@@ -305,8 +305,7 @@ std::optional<LoweredGroup> GroupLowerer::lower_contraction_with(const Node& c, 
   // that e.g. GPT-2's N = 2304 gives 6 tiles rather than 5.
   CpuInfo cpu = sched_.cpu;
   cpu.cores = std::max(cpu.cores, 2);
-  if (nbatch == 0) find_b_panels(b, k, loop::var("gj"), bounds, &ops);
-  if (nbatch > 0 && batch.is_const()) find_b_panels(b, k, loop::var("gj"), bounds, &ops, batch.value(), bb);
+  if (batch.is_const()) find_b_panels(b, k, loop::var("gj"), bounds, &ops, batch.value(), bb);
   GemmSchedule gs = default_gemm_schedule(cpu, hint(M), hint(columns), k_hint, sched_.parallel, hint(batch),
                                           static_cast<bool>(ops.b_panels));
   gs.parallel_over_m_blocks = sched_.parallel;

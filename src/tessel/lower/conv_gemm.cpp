@@ -51,16 +51,6 @@ Idx digits(const Expr& p, const Idx& dims) {
   return r;
 }
 
-// The addends of a sum (nested Adds flattened), in order.
-void collect_addends(const Expr& e, std::vector<Expr>* out) {
-  if (is_binary(e, BinaryOp::Add)) {
-    collect_addends(e->args[0], out);
-    collect_addends(e->args[1], out);
-  } else {
-    out->push_back(e);
-  }
-}
-
 // The sum of `terms` without terms[skip]; undefined when nothing is left.
 Expr sum_except(const std::vector<Expr>& terms, size_t skip) {
   Expr sum;
@@ -76,8 +66,8 @@ Expr sum_except(const std::vector<Expr>& terms, size_t skip) {
 Expr horner_step(const Expr& acc, const Expr& i, const Expr& extent) {
   if (loop::is_const(extent, 1) && loop::is_const(i, 0)) return acc;
   std::vector<Expr> outer, inner;
-  collect_addends(acc, &outer);
-  collect_addends(i, &inner);
+  loop::collect_addends(acc, &outer);
+  loop::collect_addends(i, &inner);
   for (size_t t = 0; t < inner.size(); ++t) {
     if (!is_binary(inner[t], BinaryOp::FloorMod) || !loop::equal(inner[t]->args[1], extent)) continue;
     const Expr& y = inner[t]->args[0];

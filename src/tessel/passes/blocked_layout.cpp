@@ -95,7 +95,9 @@ bool writes_blocked_cheaply(const Node& n) {
 
 // A ToBlocked to 16-channel blocks (winograd_conv's, over the blocked
 // layout): the value's block, once it is stored blocked.
-bool blocks_of_16(const Node& n) { return n.domain == "tessel" && n.op == "ToBlocked" && n.attr_int("block", 16) == kBlock; }
+bool blocks_of_16(const Node& n) {
+  return n.domain == "tessel" && n.op == "ToBlocked" && n.attr_int("block", 16) == kBlock;
+}
 
 // Whether `n` reads its input `slot` in place through a blocked index, and
 // whether it then stores `v` in any case (does not fuse its producer).

@@ -28,12 +28,13 @@
 // error is a few 1e-6 of the output's largest magnitude per layer (the
 // unit test measures it; docs/performance.md states it for the models).
 //
-// Runs when asked (--knob conv.winograd.on=1): on this NCHW layout the
+// This NCHW form runs only when asked (--knob conv.winograd.on=1): the
 // tiles' axes are the innermost and short (14 for a 56-wide image), so the
 // transforms and the final interleave run at a few percent of the memory
 // bound and the conversion costs more than the products it saves
-// (docs/performance.md, "Winograd convolutions"); a channels-last or
-// blocked layout (vectorised along the channels) is what it waits for.
+// (docs/performance.md, "Winograd convolutions on NCHW"). By default the
+// CPU takes the blocked form (rewrite_blocked below), vectorised along the
+// channels, where 16 divides both channel counts.
 // Fires for 2-D group-1 f32 convolutions with a constant 3x3 weight,
 // strides and dilations 1, explicit pads of at most 2, constant shapes,
 // and enough channels and tiles (winograd_pays).
@@ -168,8 +169,11 @@ struct Rewriter {
   }
   Value* tile(Value* v, Value* coef, int64_t axis, int64_t pad, int64_t count, const std::vector<int64_t>& out) {
     return emit(g, n, "TileTransform", {v, coef}, out,
-                {{"mode", Attribute::of_string("tile")}, {"axis", Attribute::of_int(axis)}, {"step", Attribute::of_int(kM)},
-                 {"pad", Attribute::of_int(pad)}, {"tiles", Attribute::of_int(count)}},
+                {{"mode", Attribute::of_string("tile")},
+                 {"axis", Attribute::of_int(axis)},
+                 {"step", Attribute::of_int(kM)},
+                 {"pad", Attribute::of_int(pad)},
+                 {"tiles", Attribute::of_int(count)}},
                 "tessel");
   }
   Value* apply(Value* v, Value* coef, int64_t axis, const std::vector<int64_t>& out) {
@@ -256,8 +260,8 @@ void rewrite_blocked(Graph& g, const Candidate& c) {
   Value* at = r.constant("_wino_at", matrix(kAt));
   Value* u = r.constant("_wino_u", transposed_batches(transformed_weight(*c.conv->input(1)->constant)));
 
-  Value* xb =
-      emit(g, c.conv, "ToBlocked", {c.conv->input(0)}, {nb, cb, h, w, 16}, {{"block", Attribute::of_int(16)}}, "tessel");
+  Value* xb = emit(g, c.conv, "ToBlocked", {c.conv->input(0)}, {nb, cb, h, w, 16},
+                   {{"block", Attribute::of_int(16)}}, "tessel");
   Value* z = r.tile(xb, bt, 2, c.pads[0], th, {kA, nb, cb, th, w, 16});
   Value* zt = r.transpose(z, {0, 1, 3, 4, 2, 5}, {kA, nb, th, w, cb, 16});
   Value* v = r.tile(zt, bt, 3, c.pads[1], tw, {kA, kA, nb, th, tw, cb, 16});
